@@ -1,0 +1,26 @@
+// Two projects: unit specs beside the code, e2e specs in test/ against real
+// Postgres, Redis and a mock-provider process. NestJS 12 ships ESM only, which
+// jest loads from these CommonJS test files through --experimental-vm-modules.
+const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
+
+/** @type {import('jest').Config} */
+module.exports = {
+  // e2e files share one database and one provider, so files run one after another.
+  maxWorkers: 1,
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/src/**/*.spec.ts'],
+    },
+    {
+      displayName: 'e2e',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      globalSetup: '<rootDir>/test/global-setup.ts',
+      globalTeardown: '<rootDir>/test/global-teardown.ts',
+    },
+  ],
+};

@@ -1,0 +1,24 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { loggingModule } from './common/logging';
+import { DatabaseModule } from './database/database.module';
+import { HealthModule } from './health/health.module';
+import { PaymentsModule } from './payments/payments.module';
+
+/** The payments API process. */
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        loggingModule(config, 'payments-api'),
+        DatabaseModule,
+        PaymentsModule,
+        HealthModule,
+      ],
+    };
+  }
+}

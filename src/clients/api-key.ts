@@ -1,0 +1,17 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+const API_KEY_PREFIX = 'sk_';
+
+/** 32 random bytes: shown once to the operator, never stored. */
+export function generateApiKey(): string {
+  return `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+}
+
+/**
+ * SHA-256 is enough here, unlike for passwords: a key carries 256 random bits,
+ * so there is no dictionary to try, and a fast hash keeps auth to one indexed
+ * lookup per request.
+ */
+export function hashApiKey(apiKey: string): string {
+  return createHash('sha256').update(apiKey).digest('hex');
+}

@@ -1,0 +1,28 @@
+import { Injectable } from '@nestjs/common';
+import { DomainError, ErrorCode } from '../common/domain-error';
+import { generateApiKey, hashApiKey } from './api-key';
+import { type ApiClient, ClientsRepository } from './clients.repository';
+
+@Injectable()
+export class ClientsService {
+  constructor(private readonly clients: ClientsRepository) {}
+
+  /** Creates a client; the returned key is the only copy there will ever be. */
+  async create(name: string): Promise<ApiClient & { api_key: string }> {
+    if (name.length < 1 || name.length > 100) {
+      throw new DomainError(ErrorCode.ParameterInvalid, 'name must be 1 to 100 characters', { param: 'name' });
+    }
+    const apiKey = generateApiKey();
+    const client = await this.clients.create(name, hashApiKey(apiKey));
+    return { ...client, api_key: apiKey };
+  }
+
+  async authenticate(authorization: string | undefined): Promise<ApiClient> {
+    const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization?.trim() ?? '');
+    const client = match ? await this.clients.findByKeyHash(hashApiKey(match[1])) : undefined;
+    if (!client) {
+      throw new DomainError(ErrorCode.Unauthenticated, 'Send a valid API key as "Authorization: Bearer <key>".');
+    }
+    return client;
+  }
+}

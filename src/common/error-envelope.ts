@@ -1,0 +1,133 @@
+import { HttpException, HttpStatus } from '@nestjs/common';
+import { DomainError, ErrorCode } from './domain-error';
+
+export interface ErrorEnvelope {
+  error: { type: string; code: string; message: string; param?: string; request_id?: string };
+}
+
+export interface HttpError {
+  status: number;
+  body: ErrorEnvelope;
+  headers: Record<string, string>;
+}
+
+type ErrorType =
+  | 'invalid_request_error'
+  | 'idempotency_error'
+  | 'authentication_error'
+  | 'card_error'
+  | 'api_error';
+
+/** The one place error codes become HTTP. Exhaustive: a new code fails to compile until mapped. */
+function statusAndType(code: ErrorCode): [number, ErrorType] {
+  switch (code) {
+    case ErrorCode.ParameterInvalid:
+    case ErrorCode.BodyInvalidJson:
+    case ErrorCode.IdempotencyKeyMissing:
+    case ErrorCode.IdempotencyKeyInvalid:
+      return [400, 'invalid_request_error'];
+    case ErrorCode.BodyTooLarge:
+      return [413, 'invalid_request_error'];
+    case ErrorCode.UnsupportedMediaType:
+      return [415, 'invalid_request_error'];
+    case ErrorCode.Unauthenticated:
+      return [401, 'authentication_error'];
+    case ErrorCode.NotFound:
+    case ErrorCode.RouteNotFound:
+      return [404, 'invalid_request_error'];
+    case ErrorCode.MethodNotAllowed:
+      return [405, 'invalid_request_error'];
+    case ErrorCode.IdempotencyKeyInUse:
+      return [409, 'idempotency_error'];
+    case ErrorCode.OrderAlreadyPaid:
+      return [409, 'invalid_request_error'];
+    case ErrorCode.IdempotencyKeyReused:
+      return [422, 'idempotency_error'];
+    case ErrorCode.CardDeclined:
+      return [402, 'card_error'];
+    case ErrorCode.ProviderUnavailable:
+    case ErrorCode.ServiceUnavailable:
+      return [503, 'api_error'];
+    case ErrorCode.Internal:
+      return [500, 'api_error'];
+  }
+}
+
+export function domainErrorToHttp(error: DomainError): HttpError {
+  const [status, type] = statusAndType(error.code);
+  const body: ErrorEnvelope = { error: { type, code: error.code, message: error.message } };
+  if (error.details.param !== undefined) body.error.param = error.details.param;
+  const headers: Record<string, string> = {};
+  if (error.details.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.details.retryAfterSeconds);
+  return { status, body, headers };
+}
+
+/** Nest's own exceptions (unknown route, wrong method, ...) in our codes. */
+export function httpExceptionToDomain(exception: HttpException): DomainError {
+  switch (exception.getStatus()) {
+    case HttpStatus.NOT_FOUND:
+      return new DomainError(ErrorCode.RouteNotFound, 'No such route.');
+    case HttpStatus.METHOD_NOT_ALLOWED:
+      return new DomainError(ErrorCode.MethodNotAllowed, 'Method not allowed on this route.');
+    case HttpStatus.PAYLOAD_TOO_LARGE:
+      return new DomainError(ErrorCode.BodyTooLarge, 'The request body is too large.');
+    case HttpStatus.UNSUPPORTED_MEDIA_TYPE:
+      return new DomainError(ErrorCode.UnsupportedMediaType, 'Send the body as application/json.');
+    case HttpStatus.UNAUTHORIZED:
+      return new DomainError(ErrorCode.Unauthenticated, 'Authentication required.');
+    default:
+      return exception.getStatus() < 500
+        ? new DomainError(ErrorCode.ParameterInvalid, 'The request is invalid.')
+        : new DomainError(ErrorCode.Internal, 'An unexpected error occurred.');
+  }
+}
+
+/** Errors the body parser raises before any route runs. */
+export function bodyParserErrorToDomain(error: unknown): DomainError | undefined {
+  const type = (error as { type?: unknown } | null)?.type;
+  switch (type) {
+    case 'entity.parse.failed':
+      return new DomainError(ErrorCode.BodyInvalidJson, 'The request body is not valid JSON.');
+    case 'entity.too.large':
+      return new DomainError(ErrorCode.BodyTooLarge, 'The request body is too large.');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new DomainError(ErrorCode.UnsupportedMediaType, 'Send the body as UTF-8 JSON.');
+    default:
+      return undefined;
+  }
+}
+
+/** Postgres SQLSTATEs and socket errors that mean "the database is away", not "the request is wrong". */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '08000', // connection_exception
+  '08001', // sqlclient_unable_to_establish_sqlconnection
+  '08003', // connection_does_not_exist
+  '08006', // connection_failure
+]);
+
+/**
+ * A database that is down or restarting is answered with 503 and Retry-After:
+ * the client's retry (same key) is safe and will succeed once it is back.
+ */
+export function infrastructureErrorToDomain(error: unknown): DomainError | undefined {
+  const candidate = error as { code?: unknown; driverError?: { code?: unknown }; message?: unknown } | null;
+  const code = candidate?.driverError?.code ?? candidate?.code;
+  const message = typeof candidate?.message === 'string' ? candidate.message : '';
+  if (
+    (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) ||
+    /Connection terminated|timeout exceeded when trying to connect/i.test(message)
+  ) {
+    return new DomainError(ErrorCode.ServiceUnavailable, 'The service is temporarily unavailable; retry later.', {
+      retryAfterSeconds: 1,
+    });
+  }
+  return undefined;
+}

@@ -1,0 +1,26 @@
+import type { INestApplication } from '@nestjs/common';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { bodyParserErrorToDomain, domainErrorToHttp } from './error-envelope';
+import { ErrorEnvelopeFilter } from './error-envelope.filter';
+import { StrictValidationPipe } from './validation';
+
+/** Large enough for every field at its limit; anything bigger is refused unread. */
+export const BODY_LIMIT = '64kb';
+
+/**
+ * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
+ * exercise the same pipeline. The app must be created with bodyParser: false.
+ */
+export function configureHttpApp(app: INestApplication): void {
+  app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json' }));
+  // Body-parser failures happen before any route, so Nest's filters never see them.
+  app.use((error: unknown, _request: Request, response: Response, next: NextFunction) => {
+    const domainError = bodyParserErrorToDomain(error);
+    if (!domainError) return next(error);
+    const http = domainErrorToHttp(domainError);
+    response.status(http.status).json(http.body);
+  });
+  app.useGlobalPipes(new StrictValidationPipe());
+  app.useGlobalFilters(new ErrorEnvelopeFilter());
+  app.enableShutdownHooks();
+}

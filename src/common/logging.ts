@@ -1,0 +1,24 @@
+import type { ServerResponse } from 'node:http';
+import { LoggerModule } from 'nestjs-pino';
+import type { AppConfig } from '../config/app-config';
+import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
+
+/** JSON logs, one line per request, tagged with a request id the response also carries. */
+export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string) {
+  return LoggerModule.forRoot({
+    pinoHttp: {
+      name,
+      level: config.logLevel,
+      genReqId: (request, response: ServerResponse) => {
+        const id = requestIdFor(request);
+        response.setHeader(REQUEST_ID_HEADER, id);
+        return id;
+      },
+      customLogLevel: (_request, response, error) =>
+        error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
+      // Never log credentials.
+      redact: ['req.headers.authorization'],
+      autoLogging: { ignore: (request) => request.url?.startsWith('/health') ?? false },
+    },
+  });
+}

@@ -1,0 +1,42 @@
+import { type ArgumentMetadata, ValidationPipe, type ValidationError } from '@nestjs/common';
+import { DomainError, ErrorCode } from './domain-error';
+
+function firstProblem(errors: ValidationError[], prefix = ''): { param: string; message: string } {
+  const error = errors[0];
+  const param = `${prefix}${error.property}`;
+  if (error.constraints) {
+    const [constraint, message] = Object.entries(error.constraints)[0];
+    return constraint === 'whitelistValidation'
+      ? { param, message: `Unknown parameter: ${param}.` }
+      : { param, message: message.endsWith('.') ? message : `${message}.` };
+  }
+  return firstProblem(error.children ?? [], `${param}.`);
+}
+
+/**
+ * Strict validation: unknown fields are refused rather than dropped, no type is
+ * coerced ("500" is not an amount), and the first problem is reported in the
+ * error envelope with the field in `param`.
+ */
+export class StrictValidationPipe extends ValidationPipe {
+  constructor() {
+    super({
+      whitelist: true,
+      forbidNonWhitelisted: true,
+      transform: true,
+      transformOptions: { enableImplicitConversion: false },
+      validationError: { target: false, value: false },
+      exceptionFactory: (errors) => {
+        const { param, message } = firstProblem(errors);
+        return new DomainError(ErrorCode.ParameterInvalid, message, { param });
+      },
+    });
+  }
+
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    if (metadata.type === 'body' && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+      throw new DomainError(ErrorCode.ParameterInvalid, 'The request body must be a JSON object.');
+    }
+    return super.transform(value, metadata);
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * The one reader of process.env. Every knob is parsed and checked once at
+ * start-up into a typed, frozen object; a bad value stops the process with one
+ * line naming the variable, so nothing ever runs half-configured.
+ */
+
+type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string, value: string) {
+    super(`Invalid configuration: ${variable} ${problem} (got ${JSON.stringify(value)})`);
+    this.name = 'ConfigError';
+  }
+}
+
+class Reader {
+  constructor(private readonly env: Env) {}
+
+  private raw(name: string, fallback: string): string {
+    const value = this.env[name];
+    return value === undefined || value.trim() === '' ? fallback : value.trim();
+  }
+
+  int(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+    const value = this.raw(name, String(fallback));
+    if (!/^-?\d+$/.test(value)) throw new ConfigError(name, 'must be an integer', value);
+    const n = Number(value);
+    if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}`, value);
+    return n;
+  }
+
+  ratio(name: string, fallback: number): number {
+    const value = this.raw(name, String(fallback));
+    const n = Number(value);
+    if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) {
+      throw new ConfigError(name, 'must be a number from 0 to 1', value);
+    }
+    return n;
+  }
+
+  url(name: string, fallback: string, protocols: string[]): string {
+    const value = this.raw(name, fallback);
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      throw new ConfigError(name, 'must be a URL', value);
+    }
+    if (!protocols.includes(parsed.protocol)) {
+      throw new ConfigError(name, `must use ${protocols.join(' or ')}`, value);
+    }
+    return value.replace(/\/+$/, '');
+  }
+
+  oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
+    const value = this.raw(name, fallback);
+    if (!(allowed as readonly string[]).includes(value)) {
+      throw new ConfigError(name, `must be one of ${allowed.join(', ')}`, value);
+    }
+    return value as T;
+  }
+
+  name(name: string, fallback: string): string {
+    const value = this.raw(name, fallback);
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(value)) {
+      throw new ConfigError(name, 'must be 1 to 64 letters, digits, dots, dashes or underscores', value);
+    }
+    return value;
+  }
+
+  optionalString(name: string): string | undefined {
+    const value = this.raw(name, '');
+    return value === '' ? undefined : value;
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const NODE_ENVS = ['development', 'production', 'test'] as const;
+
+export function loadConfig(env: Env = process.env) {
+  const r = new Reader(env);
+  const config = {
+    nodeEnv: r.oneOf('NODE_ENV', 'development', NODE_ENVS),
+    logLevel: r.oneOf('LOG_LEVEL', 'info', LOG_LEVELS),
+    databaseUrl: r.url('DATABASE_URL', 'postgres://postgres@localhost:5432/payments', [
+      'postgres:',
+      'postgresql:',
+    ]),
+    redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
+    /** Namespace of the BullMQ keys in Redis; lets several stacks (or test runs) share one Redis. */
+    queuePrefix: r.name('QUEUE_PREFIX', 'payments'),
+    http: {
+      port: r.int('PORT', 3000, 0, 65535),
+      /** How long SIGTERM waits for in-flight requests before the process exits anyway. */
+      shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0),
+    },
+    idempotency: {
+      keyTtlHours: r.int('IDEMPOTENCY_KEY_TTL_HOURS', 24, 1),
+      leaseMs: r.int('IDEMPOTENCY_LEASE_MS', 30_000, 100),
+    },
+    provider: {
+      url: r.url('PROVIDER_URL', 'http://localhost:4010', ['http:', 'https:']),
+      timeoutMs: r.int('PROVIDER_TIMEOUT_MS', 2_000, 1),
+      maxAttempts: r.int('PROVIDER_MAX_ATTEMPTS', 3, 1, 10),
+      deadlineMs: r.int('PROVIDER_DEADLINE_MS', 8_000, 1),
+      backoffBaseMs: r.int('PROVIDER_BACKOFF_BASE_MS', 100, 0),
+      backoffCapMs: r.int('PROVIDER_BACKOFF_CAP_MS', 1_000, 0),
+    },
+    reconcile: {
+      intervalMs: r.int('RECONCILE_INTERVAL_MS', 10_000, 50),
+      staleAfterMs: r.int('RECONCILE_STALE_AFTER_MS', 60_000, 0),
+      maxAttempts: r.int('RECONCILE_MAX_ATTEMPTS', 8, 1),
+      backoffBaseMs: r.int('RECONCILE_BACKOFF_BASE_MS', 5_000, 1),
+      backoffCapMs: r.int('RECONCILE_BACKOFF_CAP_MS', 600_000, 1),
+      batchSize: r.int('RECONCILE_BATCH_SIZE', 500, 1, 10_000),
+      concurrency: r.int('RECONCILE_CONCURRENCY', 4, 1, 100),
+    },
+    keyPrune: {
+      intervalMs: r.int('KEY_PRUNE_INTERVAL_MS', 3_600_000, 50),
+      batchSize: r.int('KEY_PRUNE_BATCH_SIZE', 1_000, 1, 100_000),
+    },
+    mockProvider: {
+      port: r.int('PROVIDER_PORT', 4010, 0, 65535),
+      failureRate: r.ratio('PROVIDER_FAILURE_RATE', 0),
+      latencyMs: r.int('PROVIDER_LATENCY_MS', 0, 0),
+      /** pm_card_timeout holds its first reply this long: longer than PROVIDER_TIMEOUT_MS. */
+      slowReplyMs: r.int('PROVIDER_SLOW_REPLY_MS', 5_000, 0),
+      /** pm_card_pending charges settle to succeeded after this long. */
+      pendingSettleMs: r.int('PROVIDER_PENDING_SETTLE_MS', 3_000, 0),
+      /** Where charges are journaled so they survive a restart of the provider itself. */
+      dataFile: r.optionalString('PROVIDER_DATA_FILE'),
+    },
+  };
+  if (config.provider.timeoutMs > config.provider.deadlineMs) {
+    throw new ConfigError(
+      'PROVIDER_TIMEOUT_MS',
+      `must not exceed PROVIDER_DEADLINE_MS (${config.provider.deadlineMs})`,
+      String(config.provider.timeoutMs),
+    );
+  }
+  if (config.provider.deadlineMs >= config.idempotency.leaseMs) {
+    // A request that is still within its provider deadline must never lose its lease.
+    throw new ConfigError(
+      'IDEMPOTENCY_LEASE_MS',
+      `must exceed PROVIDER_DEADLINE_MS (${config.provider.deadlineMs})`,
+      String(config.idempotency.leaseMs),
+    );
+  }
+  return deepFreeze(config);
+}
+
+function deepFreeze<T extends object>(value: T): T {
+  for (const child of Object.values(value)) {
+    if (child && typeof child === 'object') deepFreeze(child);
+  }
+  return Object.freeze(value);
+}
+
+export type AppConfig = ReturnType<typeof loadConfig>;
+
+/** Injection token for the validated configuration. */
+export const APP_CONFIG = Symbol('APP_CONFIG');
+
+/** Load the configuration or end the process with the one line that says why. */
+export function loadConfigOrExit(env: Env = process.env): AppConfig {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,10 @@
+import { TypeOrmModule } from '@nestjs/typeorm';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/app-config';
+import { dataSourceOptions } from './data-source';
+
+/** The Postgres connection pool, shared by every feature through the DataSource. */
+export const DatabaseModule = TypeOrmModule.forRootAsync({
+  inject: [APP_CONFIG],
+  useFactory: (config: AppConfig) => dataSourceOptions(config),
+});

@@ -1,0 +1,46 @@
+import { Controller, Get, Inject, type OnModuleDestroy } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { DomainError, ErrorCode } from '../common/domain-error';
+
+export const HEALTH_REDIS = Symbol('HEALTH_REDIS');
+const CHECK_TIMEOUT_MS = 1_000;
+
+function withTimeout<T>(work: Promise<T>): Promise<T> {
+  return Promise.race([
+    work,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error('timed out')), CHECK_TIMEOUT_MS).unref()),
+  ]);
+}
+
+@Controller('health')
+export class HealthController implements OnModuleDestroy {
+  constructor(
+    private readonly dataSource: DataSource,
+    @Inject(HEALTH_REDIS) private readonly redis: Redis,
+  ) {}
+
+  /** The process is up and serving HTTP; says nothing about its dependencies. */
+  @Get('live')
+  live() {
+    return { status: 'ok' };
+  }
+
+  /** Ready to take payments: Postgres and Redis both answer. */
+  @Get('ready')
+  async ready() {
+    const [postgres, redis] = await Promise.allSettled([
+      withTimeout(this.dataSource.query('SELECT 1')),
+      withTimeout(this.redis.ping()),
+    ]);
+    const down = [postgres.status === 'rejected' && 'postgres', redis.status === 'rejected' && 'redis'].filter(Boolean);
+    if (down.length > 0) {
+      throw new DomainError(ErrorCode.ServiceUnavailable, `Not ready: ${down.join(' and ')} unreachable.`);
+    }
+    return { status: 'ok', checks: { postgres: 'up', redis: 'up' } };
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.redis.disconnect();
+  }
+}

@@ -1,0 +1,188 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { queryRow, queryRows } from '../database/sql';
+
+/** The right to work on one payment: whoever holds the token may finish it. */
+export interface Lease {
+  clientId: string;
+  key: string;
+  token: string;
+}
+
+/** A response stored on a key, replayed byte for byte. */
+export interface StoredResponse {
+  status: number;
+  body: string;
+}
+
+export interface KeyState {
+  fingerprint: string;
+  paymentId: string;
+  response?: StoredResponse;
+  /** Seconds until the current lease expires; 0 when no live lease is held. */
+  leaseRemainingSeconds: number;
+}
+
+interface KeyRow {
+  fingerprint: string;
+  payment_id: string;
+  response_status: number | null;
+  response_body: string | null;
+  lease_remaining_seconds: number;
+}
+
+/**
+ * The idempotency_keys table. Every method is one statement; the payments
+ * service composes them into its transactions. Times come from Postgres
+ * (now()), so several API and worker processes agree on when a lease expires.
+ */
+@Injectable()
+export class IdempotencyRepository {
+  /**
+   * Claims the key for a new payment. A conflict means someone holds the key,
+   * unless it has expired with its final response stored: then it is a new
+   * request and the old row is taken over in the same statement.
+   */
+  async claim(
+    db: EntityManager,
+    claim: { lease: Lease; fingerprint: string; paymentId: string; leaseMs: number; ttlHours: number },
+  ): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `INSERT INTO idempotency_keys
+         (client_id, key, fingerprint, payment_id, lease_token, leased_until, expires_at)
+       VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now() + $7 * interval '1 hour')
+       ON CONFLICT (client_id, key) DO UPDATE SET
+         fingerprint = EXCLUDED.fingerprint,
+         payment_id = EXCLUDED.payment_id,
+         lease_token = EXCLUDED.lease_token,
+         leased_until = EXCLUDED.leased_until,
+         response_status = NULL,
+         response_body = NULL,
+         completed_at = NULL,
+         created_at = now(),
+         expires_at = EXCLUDED.expires_at
+       WHERE idempotency_keys.expires_at <= now() AND idempotency_keys.completed_at IS NOT NULL
+       RETURNING 1`,
+      [
+        claim.lease.clientId,
+        claim.lease.key,
+        claim.fingerprint,
+        claim.paymentId,
+        claim.lease.token,
+        claim.leaseMs,
+        claim.ttlHours,
+      ],
+    );
+    return rows.length === 1;
+  }
+
+  async find(db: EntityManager, clientId: string, key: string): Promise<KeyState | undefined> {
+    const row = await queryRow<KeyRow>(
+      db,
+      `SELECT fingerprint, payment_id, response_status, response_body,
+              GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS lease_remaining_seconds
+         FROM idempotency_keys
+        WHERE client_id = $1 AND key = $2`,
+      [clientId, key],
+    );
+    if (!row) return undefined;
+    return {
+      fingerprint: row.fingerprint,
+      paymentId: row.payment_id,
+      response:
+        row.response_status === null || row.response_body === null
+          ? undefined
+          : { status: row.response_status, body: row.response_body },
+      leaseRemainingSeconds: row.lease_remaining_seconds ?? 0,
+    };
+  }
+
+  /** Takes the lease of an unfinished key whose previous lease expired or was released. */
+  async takeOverLease(db: EntityManager, lease: Lease, leaseMs: number): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `UPDATE idempotency_keys
+          SET lease_token = $3, leased_until = now() + $4 * interval '1 millisecond'
+        WHERE client_id = $1 AND key = $2 AND completed_at IS NULL
+          AND (leased_until IS NULL OR leased_until <= now())
+        RETURNING 1`,
+      [lease.clientId, lease.key, lease.token, leaseMs],
+    );
+    return rows.length === 1;
+  }
+
+  /** The worker's way in: the same lease, found from the payment's side. */
+  async takeOverLeaseForPayment(
+    db: EntityManager,
+    paymentId: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<Lease | undefined> {
+    const row = await queryRow<{ client_id: string; key: string }>(
+      db,
+      `UPDATE idempotency_keys
+          SET lease_token = $2, leased_until = now() + $3 * interval '1 millisecond'
+        WHERE payment_id = $1 AND completed_at IS NULL
+          AND (leased_until IS NULL OR leased_until <= now())
+        RETURNING client_id, key`,
+      [paymentId, token, leaseMs],
+    );
+    return row && { clientId: row.client_id, key: row.key, token };
+  }
+
+  /**
+   * The fence of the outcome transaction: locks the key row only if this lease
+   * still holds it. A request that stalled past its lease, and was taken over,
+   * finds another token here and writes nothing. A lease that expired with no
+   * taker still holds: nobody else has acted on the payment.
+   */
+  async lockIfLeaseHeld(db: EntityManager, lease: Lease): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `SELECT 1 FROM idempotency_keys
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3
+          FOR UPDATE`,
+      [lease.clientId, lease.key, lease.token],
+    );
+    return rows.length === 1;
+  }
+
+  async complete(db: EntityManager, lease: Lease, response: StoredResponse): Promise<void> {
+    await db.query(
+      `UPDATE idempotency_keys
+          SET response_status = $4, response_body = $5, completed_at = now(),
+              lease_token = NULL, leased_until = NULL
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3`,
+      [lease.clientId, lease.key, lease.token, response.status, response.body],
+    );
+  }
+
+  /** Lets a retry (or the worker) resume at once, instead of waiting out the lease. */
+  async release(db: EntityManager, lease: Lease): Promise<void> {
+    await db.query(
+      `UPDATE idempotency_keys SET lease_token = NULL, leased_until = NULL
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3`,
+      [lease.clientId, lease.key, lease.token],
+    );
+  }
+
+  /**
+   * Deletes one batch of expired keys whose payment is final. A key whose
+   * payment is still pending stays until reconciliation finishes it, so a
+   * late retry can never start a second payment for the same operation.
+   */
+  async pruneExpired(db: EntityManager, batchSize: number): Promise<number> {
+    const rows = await queryRows(
+      db,
+      `DELETE FROM idempotency_keys
+        WHERE ctid IN (SELECT ctid FROM idempotency_keys
+                        WHERE completed_at IS NOT NULL AND expires_at <= now()
+                        LIMIT $1
+                          FOR UPDATE SKIP LOCKED)
+        RETURNING 1`,
+      [batchSize],
+    );
+    return rows.length;
+  }
+}

@@ -1,0 +1,67 @@
+import {
+  Body,
+  Controller,
+  createParamDecorator,
+  ExecutionContext,
+  Get,
+  Param,
+  Post,
+  Res,
+  UseInterceptors,
+} from '@nestjs/common';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Request, Response } from 'express';
+import { CreateChargeDto } from './mock-provider.dto';
+import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
+import { FaultInjectionInterceptor } from './mock-provider.interceptor';
+import { MockProviderService } from './mock-provider.service';
+import type { Charge } from './mock-provider.types';
+
+const IdempotencyKey = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
+  const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
+  if (!key) {
+    throw new MockProviderError(
+      MockProviderErrorCode.IdempotencyKeyMissing,
+      'The Idempotency-Key header is required',
+    );
+  }
+  return key;
+});
+
+@Controller()
+export class MockProviderController {
+  constructor(private readonly service: MockProviderService) {}
+
+  @Get('health')
+  health(): { status: 'ok' } {
+    return { status: 'ok' };
+  }
+
+  @Get('charges')
+  list(): Charge[] {
+    return this.service.listCharges();
+  }
+
+  @Get('charges/:providerKey')
+  @UseInterceptors(FaultInjectionInterceptor)
+  get(@Param('providerKey') providerKey: string): Charge {
+    return this.service.getCharge(providerKey);
+  }
+
+  /** Replies by hand: the lost-response token must be able to not reply at all. */
+  @Post('charges')
+  @UseInterceptors(FaultInjectionInterceptor)
+  async create(
+    @IdempotencyKey() key: string,
+    @Body() body: CreateChargeDto,
+    @Res() response: Response,
+  ): Promise<void> {
+    const outcome = this.service.createCharge(key, body);
+    if (outcome.reply === 'never') {
+      response.socket?.destroy();
+      return;
+    }
+    if (outcome.reply === 'after') await delay(outcome.delayMs);
+    response.status(201).json(outcome.charge);
+  }
+}

@@ -1,0 +1,47 @@
+import { Body, Controller, Get, Headers, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
+import type { ApiClient } from '../clients/clients.repository';
+import { requestIdOf } from '../common/request-id';
+import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
+import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
+import { PaymentsService } from './payments.service';
+
+@Controller('v1/payments')
+@UseGuards(ApiKeyGuard)
+export class PaymentsController {
+  constructor(private readonly payments: PaymentsService) {}
+
+  /**
+   * The body is sent as the exact stored bytes, so a replay is byte-equal to
+   * the first answer. Guard and body validation run before the key is read.
+   */
+  @Post()
+  async create(
+    @CurrentClient() client: ApiClient,
+    @Body() body: CreatePaymentDto,
+    @Headers('idempotency-key') idempotencyKeyHeader: string | undefined,
+    @RequestFingerprint() fingerprint: string,
+    @Req() request: Request,
+    @Res() response: Response,
+  ): Promise<void> {
+    const reply = await this.payments.create({
+      clientId: client.id,
+      idempotencyKeyHeader,
+      fingerprint,
+      body,
+      requestId: requestIdOf(request),
+    });
+    response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
+  }
+
+  @Get(':id')
+  get(@CurrentClient() client: ApiClient, @Param('id') id: string) {
+    return this.payments.get(client.id, id);
+  }
+
+  @Get()
+  list(@CurrentClient() client: ApiClient, @Query() query: ListPaymentsQueryDto) {
+    return this.payments.list(client.id, { limit: query.limit, startingAfter: query.starting_after });
+  }
+}

@@ -1,0 +1,97 @@
+import { Type } from 'class-transformer';
+import {
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Length,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  ValidateBy,
+  type ValidationOptions,
+} from 'class-validator';
+
+/** Currencies the provider settles; amounts are in their minor units. */
+export const SUPPORTED_CURRENCIES = [
+  'AUD', 'BRL', 'CAD', 'CHF', 'CZK', 'DKK', 'EUR', 'GBP', 'HKD', 'INR', 'JPY',
+  'MXN', 'NOK', 'NZD', 'PLN', 'SEK', 'SGD', 'USD', 'ZAR',
+] as const;
+
+const METADATA_MAX_KEYS = 20;
+const METADATA_MAX_KEY_LENGTH = 40;
+const METADATA_MAX_VALUE_LENGTH = 500;
+
+function IsMetadata(options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'isMetadata',
+      validator: {
+        validate: (value: unknown) => {
+          if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+          const entries = Object.entries(value);
+          return (
+            entries.length <= METADATA_MAX_KEYS &&
+            entries.every(
+              ([key, item]) =>
+                key.length >= 1 &&
+                key.length <= METADATA_MAX_KEY_LENGTH &&
+                typeof item === 'string' &&
+                item.length <= METADATA_MAX_VALUE_LENGTH,
+            )
+          );
+        },
+        defaultMessage: () =>
+          `metadata must be an object of at most ${METADATA_MAX_KEYS} string values, ` +
+          `keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters, values of at most ${METADATA_MAX_VALUE_LENGTH}`,
+      },
+    },
+    options,
+  );
+}
+
+/** Body of POST /v1/payments. Types are strict: "500" is not an amount. */
+export class CreatePaymentDto {
+  @IsInt({ message: 'amount must be an integer number of minor units' })
+  @Min(1, { message: 'amount must be at least 1' })
+  @Max(99_999_999, { message: 'amount must be at most 99999999' })
+  amount!: number;
+
+  @IsString({ message: 'currency must be a string' })
+  @Matches(/^[A-Z]{3}$/, { message: 'currency must be three upper-case letters (ISO 4217)' })
+  @IsIn(SUPPORTED_CURRENCIES, { message: `currency must be one of ${SUPPORTED_CURRENCIES.join(', ')}` })
+  currency!: string;
+
+  @IsString({ message: 'payment_method must be a string' })
+  @Length(1, 255, { message: 'payment_method must be 1 to 255 characters' })
+  payment_method!: string;
+
+  @IsOptional()
+  @IsString({ message: 'order_id must be a string' })
+  @Length(1, 64, { message: 'order_id must be 1 to 64 characters' })
+  order_id?: string;
+
+  @IsOptional()
+  @IsString({ message: 'description must be a string' })
+  @MaxLength(500, { message: 'description must be at most 500 characters' })
+  description?: string;
+
+  @IsOptional()
+  @IsMetadata()
+  metadata?: Record<string, string>;
+}
+
+export class ListPaymentsQueryDto {
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt({ message: 'limit must be an integer' })
+  @Min(1, { message: 'limit must be at least 1' })
+  @Max(100, { message: 'limit must be at most 100' })
+  limit?: number;
+
+  @IsOptional()
+  @IsString({ message: 'starting_after must be a payment id' })
+  @Length(1, 64, { message: 'starting_after must be a payment id' })
+  starting_after?: string;
+}

@@ -1,0 +1,381 @@
+import { once } from 'node:events';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Logger } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { loadConfig } from '../config/app-config';
+import { ConfigModule } from '../config/config.module';
+import { ProviderClient, type ProviderClientDeps } from './provider.client';
+import { ProviderModule } from './provider.module';
+
+const CHARGE = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
+const INPUT = {
+  providerKey: 'pk_pay_1',
+  amount: 500,
+  currency: 'USD',
+  paymentMethod: 'pm_card_ok',
+  reference: 'pay_1',
+};
+
+interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** Scripts the provider: request n (0-based) is answered by step n, the last step repeats. */
+type Step = (req: IncomingMessage, res: ServerResponse) => void;
+
+const reply =
+  (status: number, body: unknown = CHARGE, headers: Record<string, string> = {}): Step =>
+  (_req, res) => {
+    res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+    res.end(typeof body === 'string' ? body : JSON.stringify(body));
+  };
+
+/** Reads the request, then destroys the socket without a reply: the lost reply. */
+const hangUp: Step = (req) => req.socket.destroy();
+
+/** Answers only after `ms`, unless the client has gone by then. */
+const slow =
+  (ms: number, then: Step = reply(201)): Step =>
+  (req, res) => {
+    const timer = setTimeout(() => then(req, res), ms);
+    res.on('close', () => clearTimeout(timer));
+  };
+
+let server: ReturnType<typeof createServer>;
+let received: Received[];
+let steps: Step[];
+
+async function startProvider(...script: Step[]): Promise<string> {
+  steps = script;
+  received = [];
+  server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      received.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      steps[Math.min(received.length - 1, steps.length - 1)](req, res);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+afterEach(async () => {
+  if (!server?.listening) return;
+  server.closeAllConnections();
+  server.close();
+  await once(server, 'close');
+});
+
+function config(url: string, env: Record<string, string> = {}) {
+  return loadConfig({
+    PROVIDER_URL: url,
+    PROVIDER_TIMEOUT_MS: '2000',
+    PROVIDER_MAX_ATTEMPTS: '3',
+    PROVIDER_DEADLINE_MS: '8000',
+    PROVIDER_BACKOFF_BASE_MS: '100',
+    PROVIDER_BACKOFF_CAP_MS: '1000',
+    ...env,
+  });
+}
+
+/** A fake clock that only moves when the client sleeps: retries cost no real time. */
+function fakeTime(random = 0.5) {
+  const clock = { t: 0, slept: [] as number[] };
+  const deps: Partial<ProviderClientDeps> = {
+    now: () => clock.t,
+    wallClock: () => Date.UTC(2026, 0, 1) + clock.t,
+    sleep: async (ms) => {
+      clock.slept.push(ms);
+      clock.t += ms;
+    },
+    random: () => random,
+  };
+  return { clock, deps };
+}
+
+let logs: { error: jest.SpyInstance; warn: jest.SpyInstance };
+beforeEach(() => {
+  logs = {
+    error: jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined),
+    warn: jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined),
+  };
+  jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined);
+});
+afterEach(() => jest.restoreAllMocks());
+
+/** The one give-up log entry, whichever level it went to. */
+function gaveUpEntry(): Record<string, unknown> {
+  const calls = [...logs.error.mock.calls, ...logs.warn.mock.calls];
+  expect(calls).toHaveLength(1);
+  return calls[0][0] as Record<string, unknown>;
+}
+
+describe('ProviderClient.createCharge', () => {
+  it('posts the charge with the idempotency key, request id and JSON body', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(201))), fakeTime().deps);
+    await expect(client.createCharge(INPUT, { requestId: 'req_1' })).resolves.toEqual({
+      kind: 'answered',
+      charge: CHARGE,
+    });
+    expect(received).toHaveLength(1);
+    expect(received[0]).toMatchObject({ method: 'POST', url: '/charges' });
+    expect(received[0].headers).toMatchObject({
+      'idempotency-key': 'pk_pay_1',
+      'x-request-id': 'req_1',
+      'content-type': 'application/json',
+    });
+    expect(JSON.parse(received[0].body)).toEqual({
+      amount: 500,
+      currency: 'USD',
+      payment_method: 'pm_card_ok',
+      reference: 'pay_1',
+    });
+  });
+
+  it('returns a declined charge as an answer, without retrying', async () => {
+    const declined = { ...CHARGE, status: 'failed', failure_code: 'card_declined' };
+    const client = new ProviderClient(config(await startProvider(reply(201, declined))), fakeTime().deps);
+    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: declined });
+    expect(received).toHaveLength(1);
+  });
+
+  it('retries a 503 with the same key after a full-jitter wait', async () => {
+    const { clock, deps } = fakeTime(0.5);
+    const client = new ProviderClient(config(await startProvider(reply(503, 'busy'), reply(201))), deps);
+    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    expect(received.map((r) => r.headers['idempotency-key'])).toEqual(['pk_pay_1', 'pk_pay_1']);
+    expect(received[1].body).toBe(received[0].body);
+    // retry 0: random(0, min(cap, base)) with random() = 0.5
+    expect(clock.slept).toEqual([50]);
+  });
+
+  it('grows the full-jitter ceiling per retry, up to the cap', async () => {
+    const { clock, deps } = fakeTime(0.999);
+    const url = await startProvider(reply(503));
+    const client = new ProviderClient(config(url, { PROVIDER_MAX_ATTEMPTS: '6', PROVIDER_BACKOFF_CAP_MS: '500' }), deps);
+    await client.createCharge(INPUT);
+    expect(clock.slept.map(Math.round)).toEqual([100, 200, 400, 500, 500]);
+  });
+
+  it('waits at least the Retry-After of a 429 before retrying', async () => {
+    const { clock, deps } = fakeTime(0);
+    const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
+    const client = new ProviderClient(config(url), deps);
+    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    expect(received).toHaveLength(2);
+    expect(clock.slept).toEqual([1000]);
+  });
+
+  it('honours an HTTP-date Retry-After on a 503, read against the wall clock', async () => {
+    const { clock, deps } = fakeTime(0);
+    const url = await startProvider(reply(503, 'busy', { 'Retry-After': 'Thu, 01 Jan 2026 00:00:03 GMT' }), reply(201));
+    const client = new ProviderClient(config(url), deps);
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
+    expect(clock.slept).toEqual([3000]);
+  });
+
+  it('really sleeps for a Retry-After of 1 s with the default clock and sleep', async () => {
+    const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
+    const client = new ProviderClient(config(url));
+    const started = performance.now();
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
+    const elapsed = performance.now() - started;
+    expect(received).toHaveLength(2);
+    expect(elapsed).toBeGreaterThanOrEqual(950);
+    expect(elapsed).toBeLessThan(5000);
+  });
+
+  it('retries a lost reply (socket destroyed after the request was read)', async () => {
+    const client = new ProviderClient(config(await startProvider(hangUp, reply(201))), fakeTime().deps);
+    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    expect(received).toHaveLength(2);
+    expect(received[1].headers['idempotency-key']).toBe('pk_pay_1');
+  });
+
+  it('gives up on lost replies after maxAttempts, naming the socket error', async () => {
+    const client = new ProviderClient(config(await startProvider(hangUp)), fakeTime().deps);
+    const result = await client.createCharge(INPUT);
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^UND_ERR_SOCKET|^ECONNRESET/);
+    expect(received).toHaveLength(3);
+  });
+
+  it('abandons an attempt at the per-attempt timeout and retries', async () => {
+    const url = await startProvider(slow(3000), reply(201));
+    const client = new ProviderClient(config(url, { PROVIDER_TIMEOUT_MS: '200' }), fakeTime().deps);
+    const started = performance.now();
+    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(received).toHaveLength(2);
+  });
+
+  it('caps the per-attempt timeout at the time left before the deadline', async () => {
+    const url = await startProvider(slow(3000));
+    const client = new ProviderClient(config(url)); // timeout 2000 ms; real clock, as time must pass
+    const started = performance.now();
+    const result = await client.createCharge(INPUT, { deadlineMs: 150 });
+    expect(performance.now() - started).toBeLessThan(1500);
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^no answer within 1[45]\d ms/);
+  });
+
+  it('does not retry a 400, and logs it at error level with key and request id', async () => {
+    const url = await startProvider(reply(400, { error: { code: 'parameter_invalid' } }));
+    const client = new ProviderClient(config(url), fakeTime().deps);
+    const result = await client.createCharge(INPUT, { requestId: 'req_400' });
+    expect(result).toEqual({
+      kind: 'unknown',
+      attempts: 1,
+      reason: 'HTTP 400 {"error":{"code":"parameter_invalid"}} (not retried)',
+    });
+    expect(received).toHaveLength(1);
+    expect(logs.error).toHaveBeenCalledTimes(1);
+    expect(gaveUpEntry()).toMatchObject({ providerKey: 'pk_pay_1', requestId: 'req_400', attempts: 1 });
+  });
+
+  it('does not retry a 422 (same key, other parameters) or a 501', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(422, 'mismatch'), reply(501))), fakeTime().deps);
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    expect(received).toHaveLength(2);
+  });
+
+  it('treats a malformed 2xx body as unknown, not as an answer, and does not retry', async () => {
+    const url = await startProvider(reply(201, { ...CHARGE, amount: '500' }));
+    const client = new ProviderClient(config(url), fakeTime().deps);
+    const result = await client.createCharge(INPUT);
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a malformed charge/);
+    expect(received).toHaveLength(1);
+    expect(logs.error).toHaveBeenCalledTimes(1);
+  });
+
+  it('treats a 2xx with invalid JSON as unknown', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(201, '{"id":'))), fakeTime().deps);
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+  });
+
+  it('makes at most maxAttempts attempts, then fails loudly', async () => {
+    const { clock, deps } = fakeTime();
+    const client = new ProviderClient(config(await startProvider(reply(503, 'down'))), deps);
+    const result = await client.createCharge(INPUT, { requestId: 'req_3' });
+    expect(result).toEqual({ kind: 'unknown', attempts: 3, reason: 'HTTP 503 down (3 of 3 attempts used)' });
+    expect(received).toHaveLength(3);
+    expect(clock.slept).toHaveLength(2);
+    expect(logs.warn).toHaveBeenCalledTimes(1);
+    const entry = gaveUpEntry();
+    expect(entry).toMatchObject({ providerKey: 'pk_pay_1', requestId: 'req_3', attempts: 3, lastError: 'HTTP 503 down' });
+    expect(entry.msg).toMatch(/after 3 attempt\(s\).*HTTP 503 down.*pk_pay_1.*req_3/);
+  });
+
+  it('lets the caller lower maxAttempts to 1', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(503))), fakeTime().deps);
+    await expect(client.createCharge(INPUT, { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    expect(received).toHaveLength(1);
+  });
+
+  it('gives up at once when Retry-After does not fit in the remaining deadline', async () => {
+    const { clock, deps } = fakeTime();
+    const url = await startProvider(reply(429, 'later', { 'Retry-After': '5' }), reply(201));
+    const client = new ProviderClient(config(url), deps);
+    const result = await client.createCharge(INPUT, { deadlineMs: 2000 });
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/next attempt due in 5000 ms, only 2000 ms left/);
+    expect(received).toHaveLength(1);
+    expect(clock.slept).toEqual([]);
+  });
+
+  it('stops retrying when the waits have used up the deadline', async () => {
+    const { clock, deps } = fakeTime();
+    const url = await startProvider(reply(503, 'busy', { 'Retry-After': '1' }));
+    const client = new ProviderClient(config(url, { PROVIDER_MAX_ATTEMPTS: '10' }), deps);
+    const result = await client.createCharge(INPUT, { deadlineMs: 2500 });
+    // 1 s + 1 s of waiting fits in 2.5 s; a third wait would not.
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
+    expect(clock.slept).toEqual([1000, 1000]);
+    expect(received).toHaveLength(3);
+  });
+
+  it('gives up on connection refused after maxAttempts, naming the error', async () => {
+    const url = await startProvider(reply(201));
+    server.close();
+    await once(server, 'close');
+    const client = new ProviderClient(config(url), fakeTime().deps);
+    const result = await client.createCharge(INPUT);
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^ECONNREFUSED/);
+  });
+
+  it('ends a wait as soon as the caller aborts', async () => {
+    const url = await startProvider(reply(503, 'busy', { 'Retry-After': '5' }), reply(201));
+    const client = new ProviderClient(config(url)); // real sleep
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const started = performance.now();
+    const result = await client.createCharge(INPUT, { signal: controller.signal });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(result).toEqual({ kind: 'unknown', attempts: 1, reason: 'HTTP 503 busy (aborted by the caller)' });
+    expect(received).toHaveLength(1);
+  });
+
+  it('ends an attempt as soon as the caller aborts, without retrying', async () => {
+    const client = new ProviderClient(config(await startProvider(slow(3000))), fakeTime().deps);
+    const result = await client.createCharge(INPUT, { signal: AbortSignal.timeout(100) });
+    expect(result).toMatchObject({ kind: 'unknown', attempts: 1, reason: 'aborted by the caller (not retried)' });
+    expect(received).toHaveLength(1);
+    expect(logs.warn).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('ProviderClient.getCharge', () => {
+  it('finds a charge by provider key, without an idempotency key', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(200))), fakeTime().deps);
+    await expect(client.getCharge('pk/odd key', { requestId: 'req_g' })).resolves.toEqual({
+      kind: 'found',
+      charge: CHARGE,
+    });
+    expect(received[0]).toMatchObject({ method: 'GET', url: '/charges/pk%2Fodd%20key' });
+    expect(received[0].headers['idempotency-key']).toBeUndefined();
+    expect(received[0].headers['x-request-id']).toBe('req_g');
+  });
+
+  it('reports a 404 as not_found, without retrying', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(404, { error: 'not found' }))), fakeTime().deps);
+    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'not_found' });
+    expect(received).toHaveLength(1);
+  });
+
+  it('retries a 503 and then finds the charge', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
+    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    expect(received).toHaveLength(2);
+  });
+
+  it('is unknown, after one attempt, when the caller passes maxAttempts: 1', async () => {
+    const client = new ProviderClient(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
+    await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({
+      kind: 'unknown',
+      attempts: 1,
+    });
+    expect(received).toHaveLength(1);
+  });
+});
+
+describe('ProviderModule', () => {
+  it('builds the client from the configuration alone', async () => {
+    const url = await startProvider(reply(200));
+    const moduleRef = await Test.createTestingModule({
+      imports: [ConfigModule.forRoot(config(url)), ProviderModule],
+    }).compile();
+    const client = moduleRef.get(ProviderClient);
+    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    await moduleRef.close();
+  });
+});

@@ -1,0 +1,30 @@
+import { BullModule } from '@nestjs/bullmq';
+import { Module } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/app-config';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { PaymentsModule } from '../payments/payments.module';
+import { ProviderModule } from '../provider/provider.module';
+import { RECONCILIATION_QUEUE } from './reconciliation.constants';
+import { ReconciliationProcessor } from './reconciliation.processor';
+import { ReconciliationScheduler } from './reconciliation.scheduler';
+import { ReconciliationService } from './reconciliation.service';
+
+@Module({
+  imports: [
+    BullModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({
+        connection: { url: config.redisUrl },
+        prefix: config.queuePrefix,
+      }),
+    }),
+    BullModule.registerQueue({ name: RECONCILIATION_QUEUE }),
+    IdempotencyModule,
+    PaymentsModule,
+    ProviderModule,
+  ],
+  providers: [ReconciliationService, ReconciliationProcessor, ReconciliationScheduler],
+  exports: [ReconciliationService],
+})
+export class ReconciliationModule {}

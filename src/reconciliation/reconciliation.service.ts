@@ -1,0 +1,142 @@
+import { randomUUID } from 'node:crypto';
+import { InjectQueue } from '@nestjs/bullmq';
+import { Injectable, Logger } from '@nestjs/common';
+import type { Queue } from 'bullmq';
+import { DataSource } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
+import type { Payment } from '../payments/payment';
+import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
+import { PaymentsRepository } from '../payments/payments.repository';
+import { PaymentsService } from '../payments/payments.service';
+import { backoffDelayMs } from '../provider/backoff';
+import { ProviderClient } from '../provider/provider.client';
+import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
+
+export type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
+
+/** Keeps one prune run from holding a worker slot for long; the next run goes on. */
+const MAX_PRUNE_BATCHES_PER_RUN = 100;
+
+/**
+ * Finishes payments whose request never did: the process crashed, the client
+ * gave up, or the provider's answer was not final. Postgres is the source of
+ * truth; Redis only carries the work of the moment, so a sweep after Redis
+ * lost every job finds the same payments again.
+ */
+@Injectable()
+export class ReconciliationService {
+  private readonly logger = new Logger(ReconciliationService.name);
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly keys: IdempotencyRepository,
+    private readonly paymentsRepository: PaymentsRepository,
+    private readonly payments: PaymentsService,
+    private readonly provider: ProviderClient,
+    @InjectQueue(RECONCILIATION_QUEUE) private readonly queue: Queue,
+    @InjectConfig() private readonly config: AppConfig,
+  ) {}
+
+  /**
+   * Enqueues one job per due payment. The job id is the payment's, so a
+   * payment already queued or running is not queued twice, however many
+   * sweeps (or workers running them) overlap.
+   */
+  async sweep(): Promise<number> {
+    const { staleAfterMs, batchSize } = this.config.reconcile;
+    const ids = await this.paymentsRepository.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
+    if (ids.length === 0) return 0;
+    await this.queue.addBulk(
+      ids.map((paymentId) => ({
+        name: JobName.Reconcile,
+        data: { paymentId } satisfies ReconcileJobData,
+        // Removed when done, so that a later sweep may queue the payment again.
+        opts: { jobId: `reconcile-${paymentId}`, removeOnComplete: true, removeOnFail: true },
+      })),
+    );
+    return ids.length;
+  }
+
+  /**
+   * One reconciliation attempt for one payment, under the same lease a
+   * request would hold: while it runs, a retry of the POST gets 409, and no
+   * other worker touches the payment. One provider call per step, no
+   * in-call retries: the ladder below is this hop's only retry layer.
+   */
+  async reconcile(paymentId: string): Promise<ReconcileResult> {
+    const db = this.dataSource.manager;
+    const lease = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), this.config.idempotency.leaseMs);
+    if (!lease) return 'skipped';
+    const payment = await this.paymentsRepository.findById(db, paymentId);
+    if (!payment || payment.status !== 'pending') {
+      throw new Error(`key of payment ${paymentId} is unfinished but the payment is not pending`);
+    }
+    const outcome = await this.askProvider(payment);
+    if (outcome) {
+      const recorded = await this.payments.recordOutcome(lease, paymentId, outcome);
+      if (recorded) this.logger.log({ msg: 'payment reconciled', paymentId, status: outcome.status });
+      return recorded ? 'settled' : 'skipped';
+    }
+    return this.postpone(lease, payment);
+  }
+
+  /** Deletes expired keys of final payments, batch by batch. */
+  async pruneExpiredKeys(): Promise<number> {
+    let pruned = 0;
+    for (let batch = 0; batch < MAX_PRUNE_BATCHES_PER_RUN; batch++) {
+      const deleted = await this.keys.pruneExpired(this.dataSource.manager, this.config.keyPrune.batchSize);
+      pruned += deleted;
+      if (deleted < this.config.keyPrune.batchSize) break;
+    }
+    if (pruned > 0) this.logger.log({ msg: 'expired idempotency keys pruned', pruned });
+    return pruned;
+  }
+
+  /**
+   * Asks the provider by provider key; a charge it never received is
+   * submitted now with that same key, so this can never make a second charge.
+   */
+  private async askProvider(payment: Payment): Promise<FinalOutcome | undefined> {
+    const single = { maxAttempts: 1 };
+    const lookup = await this.provider.getCharge(payment.providerKey, single);
+    if (lookup.kind === 'found') return outcomeOfCharge(lookup.charge);
+    if (lookup.kind === 'unknown') return undefined;
+    const submitted = await this.provider.createCharge(
+      {
+        providerKey: payment.providerKey,
+        amount: payment.amount,
+        currency: payment.currency,
+        paymentMethod: payment.paymentMethod,
+        reference: payment.id,
+      },
+      single,
+    );
+    return submitted.kind === 'answered' ? outcomeOfCharge(submitted.charge) : undefined;
+  }
+
+  /**
+   * No final answer this time: climb one rung of a jittered exponential
+   * ladder, or, once the rungs run out, hand the payment to a person.
+   */
+  private async postpone(lease: Lease, payment: Payment): Promise<ReconcileResult> {
+    const { maxAttempts, backoffBaseMs, backoffCapMs } = this.config.reconcile;
+    const attempt = payment.reconcileAttempts + 1;
+    if (attempt >= maxAttempts) {
+      const recorded = await this.payments.recordOutcome(lease, payment.id, {
+        status: 'requires_review',
+        failureCode: 'reconciliation_exhausted',
+        failureMessage: `The provider gave no final answer after ${attempt} reconciliation attempts.`,
+      });
+      if (recorded) this.logger.warn({ msg: 'payment requires review', paymentId: payment.id, attempts: attempt });
+      return recorded ? 'requires_review' : 'skipped';
+    }
+    const delayMs = backoffDelayMs(
+      { variant: 'equal', baseMs: backoffBaseMs, capMs: backoffCapMs },
+      payment.reconcileAttempts,
+    );
+    const postponed = await this.payments.postponeReconciliation(lease, payment.id, Math.round(delayMs));
+    return postponed ? 'postponed' : 'skipped';
+  }
+}

@@ -1,0 +1,17 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { loggingModule } from './common/logging';
+import { DatabaseModule } from './database/database.module';
+import { ReconciliationModule } from './reconciliation/reconciliation.module';
+
+/** The worker process: reconciliation and key expiry, no HTTP. */
+@Module({})
+export class WorkerModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: WorkerModule,
+      imports: [ConfigModule.forRoot(config), loggingModule(config, 'payments-worker'), DatabaseModule, ReconciliationModule],
+    };
+  }
+}

@@ -1,0 +1,482 @@
+import { randomUUID } from 'node:crypto';
+import type { INestApplication, INestApplicationContext } from '@nestjs/common';
+import request from 'supertest';
+import type { App } from 'supertest/types';
+import type { DataSource } from 'typeorm';
+import type { AppConfig } from '../src/config/app-config';
+import { PaymentsService } from '../src/payments/payments.service';
+import { type ProviderProcess, startProvider } from './support/provider-process';
+import {
+  createClient,
+  dropQueue,
+  eventually,
+  startApi,
+  startWorker,
+  truncateAll,
+  uniqueQueuePrefix,
+} from './support/test-stack';
+import { testConfig } from './support/test-env';
+
+/**
+ * The contract's outcome table, end to end: a real Postgres, a real Redis, the
+ * mock provider as its own process, and the API as main.ts builds it.
+ */
+describe('POST /v1/payments', () => {
+  let provider: ProviderProcess;
+  let config: AppConfig;
+  let app: INestApplication;
+  let http: App;
+  let dataSource: DataSource;
+  let apiKey: string;
+  let worker: INestApplicationContext | undefined;
+
+  const workerConfig = (overrides: Record<string, string>) =>
+    testConfig({
+      PROVIDER_URL: provider.url,
+      QUEUE_PREFIX: config.queuePrefix,
+      RECONCILE_INTERVAL_MS: '100',
+      RECONCILE_STALE_AFTER_MS: '0',
+      RECONCILE_BACKOFF_BASE_MS: '100',
+      RECONCILE_BACKOFF_CAP_MS: '400',
+      ...overrides,
+    });
+
+  beforeAll(async () => {
+    provider = await startProvider({ PROVIDER_SLOW_REPLY_MS: '1500', PROVIDER_PENDING_SETTLE_MS: '1000' });
+    config = testConfig({
+      PROVIDER_URL: provider.url,
+      QUEUE_PREFIX: uniqueQueuePrefix(),
+      PROVIDER_TIMEOUT_MS: '500',
+      PROVIDER_DEADLINE_MS: '3000',
+      PROVIDER_BACKOFF_BASE_MS: '50',
+      PROVIDER_BACKOFF_CAP_MS: '200',
+      IDEMPOTENCY_LEASE_MS: '5000',
+    });
+    ({ app, http, dataSource } = await startApi(config));
+  });
+
+  beforeEach(async () => {
+    await truncateAll(dataSource);
+    apiKey = (await createClient(dataSource, 'shop')).apiKey;
+  });
+
+  afterEach(async () => {
+    await worker?.close();
+    worker = undefined;
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    if (config) await dropQueue(config);
+    await provider?.stop();
+  });
+
+  const body = (overrides: Record<string, unknown> = {}) => ({
+    amount: 500,
+    currency: 'USD',
+    payment_method: 'pm_card_ok',
+    ...overrides,
+  });
+
+  function post(key: string | undefined, payload: unknown, auth = apiKey) {
+    const req = request(http).post('/v1/payments').set('Authorization', `Bearer ${auth}`);
+    if (key !== undefined) req.set('Idempotency-Key', key);
+    return req.send(payload as object);
+  }
+
+  async function count(table: 'payments' | 'idempotency_keys'): Promise<number> {
+    const [row] = (await dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[];
+    return row.n;
+  }
+
+  async function chargesFor(paymentId: string) {
+    return (await provider.charges()).filter((charge) => charge.reference === paymentId);
+  }
+
+  it('charges once and answers 201 with the payment', async () => {
+    const res = await post(randomUUID(), body({ order_id: 'ord_1', metadata: { cart: '42' } }));
+
+    expect(res.status).toBe(201);
+    expect(res.headers['idempotent-replayed']).toBeUndefined();
+    expect(res.body).toMatchObject({
+      object: 'payment',
+      amount: 500,
+      currency: 'USD',
+      status: 'succeeded',
+      order_id: 'ord_1',
+      metadata: { cart: '42' },
+      failure_code: null,
+    });
+    expect(res.body.id).toMatch(/^pay_/);
+    const charges = await chargesFor(res.body.id);
+    expect(charges).toHaveLength(1);
+    expect(res.body.provider_charge_id).toBe(charges[0].id);
+  });
+
+  it('replays the stored answer byte for byte, whatever the key order and spacing', async () => {
+    const key = randomUUID();
+    const first = await post(key, body({ metadata: { a: '1', b: '2' } }));
+    const again = await request(http)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Idempotency-Key', `"${key}"`)
+      .set('Content-Type', 'application/json')
+      .send(`{ "metadata": {"b":"2", "a":"1"},\n "payment_method": "pm_card_ok", "currency": "USD", "amount": 500 }`);
+
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(await chargesFor(first.body.id)).toHaveLength(1);
+  });
+
+  it.each(['pm_card_lost_response', 'pm_card_timeout'])(
+    'survives a lost provider reply (%s): one charge, and the retry replays the same payment',
+    async (paymentMethod) => {
+      const key = randomUUID();
+      const first = await post(key, body({ payment_method: paymentMethod }));
+      const retry = await post(key, body({ payment_method: paymentMethod }));
+
+      expect(first.status).toBe(201);
+      expect(first.body.status).toBe('succeeded');
+      expect(retry.status).toBe(201);
+      expect(retry.text).toBe(first.text);
+      expect(await chargesFor(first.body.id)).toHaveLength(1);
+      expect(await count('payments')).toBe(1);
+    },
+  );
+
+  it('refuses the same key with another amount (422) and changes nothing', async () => {
+    const key = randomUUID();
+    const first = await post(key, body());
+    const [before] = await dataSource.query('SELECT * FROM idempotency_keys');
+
+    const reused = await post(key, body({ amount: 900 }));
+
+    expect(reused.status).toBe(422);
+    expect(reused.body).toEqual({
+      error: { type: 'idempotency_error', code: 'idempotency_key_reused', message: expect.any(String) },
+    });
+    expect(await count('payments')).toBe(1);
+    expect(await dataSource.query('SELECT * FROM idempotency_keys')).toEqual([before]);
+    expect((await post(key, body())).text).toBe(first.text);
+  });
+
+  it('turns 50 concurrent requests on one key into one payment and one charge', async () => {
+    const key = randomUUID();
+    const responses = await Promise.all(Array.from({ length: 50 }, () => post(key, body())));
+
+    const statuses = responses.map((res) => res.status);
+    expect(statuses.filter((status) => status >= 500)).toEqual([]);
+    const created = responses.filter((res) => res.status === 201);
+    expect(created.length).toBeGreaterThanOrEqual(1);
+    const original = created.find((res) => res.headers['idempotent-replayed'] === undefined);
+    expect(original).toBeDefined();
+    for (const res of responses) {
+      if (res.status === 409) {
+        expect(res.body.error.code).toBe('idempotency_key_in_use');
+        expect(res.headers['retry-after']).toMatch(/^\d+$/);
+      } else {
+        expect(res.status).toBe(201);
+        expect(res.text).toBe(original!.text);
+      }
+    }
+    expect(await count('payments')).toBe(1);
+    expect(await chargesFor(original!.body.id)).toHaveLength(1);
+  });
+
+  it('stores a decline and replays it as 402', async () => {
+    const key = randomUUID();
+    const declined = await post(key, body({ payment_method: 'pm_card_declined', order_id: 'ord_d' }));
+    const replay = await post(key, body({ payment_method: 'pm_card_declined', order_id: 'ord_d' }));
+
+    expect(declined.status).toBe(402);
+    expect(declined.body.error).toMatchObject({
+      type: 'card_error',
+      code: 'card_declined',
+      payment: { status: 'failed', failure_code: 'card_declined', order_id: 'ord_d' },
+    });
+    expect(replay.status).toBe(402);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(declined.text);
+    // A failed payment does not hold the order: the customer may pay it with another card.
+    expect((await post(randomUUID(), body({ order_id: 'ord_d' }))).status).toBe(201);
+  });
+
+  it.each(['pm_card_flaky', 'pm_card_rate_limited'])('rides out %s inside one request', async (paymentMethod) => {
+    const res = await post(randomUUID(), body({ payment_method: paymentMethod }));
+
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe('succeeded');
+    expect(await chargesFor(res.body.id)).toHaveLength(1);
+  });
+
+  it('answers 202 while the provider is unavailable, resumes the same payment, then hands it to review', async () => {
+    const key = randomUUID();
+    const payload = body({ payment_method: 'pm_card_unavailable' });
+    const first = await post(key, payload);
+
+    expect(first.status).toBe(202);
+    expect(first.headers['retry-after']).toMatch(/^\d+$/);
+    expect(first.body.status).toBe('pending');
+
+    const retry = await post(key, payload);
+    expect(retry.status).toBe(202);
+    expect(retry.body.id).toBe(first.body.id);
+    expect(retry.headers['idempotent-replayed']).toBeUndefined();
+    expect(await count('payments')).toBe(1);
+
+    worker = await startWorker(workerConfig({ RECONCILE_MAX_ATTEMPTS: '3' }));
+    const reviewed = await eventually(
+      async () => {
+        const res = await request(http).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${apiKey}`);
+        return res.body.status === 'requires_review' ? res : undefined;
+      },
+      { what: 'requires_review' },
+    );
+    expect(reviewed.body.failure_code).toBe('reconciliation_exhausted');
+    const late = await post(key, payload);
+    expect(late.headers['idempotent-replayed']).toBe('true');
+    expect(late.body).toMatchObject({ id: first.body.id, status: 'requires_review' });
+    expect(await chargesFor(first.body.id)).toHaveLength(0);
+  });
+
+  it('answers 202 for a pending charge; the worker settles it and a retry replays the final 201', async () => {
+    const key = randomUUID();
+    const payload = body({ payment_method: 'pm_card_pending' });
+    const first = await post(key, payload);
+    expect(first.status).toBe(202);
+    expect(first.body.status).toBe('pending');
+
+    worker = await startWorker(workerConfig({ RECONCILE_MAX_ATTEMPTS: '10' }));
+    const settled = await eventually(
+      async () => {
+        const res = await request(http).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${apiKey}`);
+        return res.body.status === 'pending' ? undefined : res;
+      },
+      { what: 'the pending charge to settle' },
+    );
+    expect(settled.body.status).toBe('succeeded');
+
+    const retry = await post(key, payload);
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toMatchObject({ id: first.body.id, status: 'succeeded' });
+    expect(await chargesFor(first.body.id)).toHaveLength(1);
+  });
+
+  it('refuses a second payment for an order that has one (409 order_already_paid), storing nothing', async () => {
+    expect((await post(randomUUID(), body({ order_id: 'ord_9' }))).status).toBe(201);
+    const second = await post(randomUUID(), body({ order_id: 'ord_9' }));
+
+    expect(second.status).toBe(409);
+    expect(second.body.error).toMatchObject({ code: 'order_already_paid', param: 'order_id' });
+    expect(await count('payments')).toBe(1);
+    expect(await count('idempotency_keys')).toBe(1);
+  });
+
+  it('keeps clients apart: one key, two clients, two payments; another client’s payment is 404', async () => {
+    const other = await createClient(dataSource, 'other shop');
+    const key = randomUUID();
+    const mine = await post(key, body());
+    const theirs = await post(key, body(), other.apiKey);
+
+    expect(mine.status).toBe(201);
+    expect(theirs.status).toBe(201);
+    expect(theirs.headers['idempotent-replayed']).toBeUndefined();
+    expect(theirs.body.id).not.toBe(mine.body.id);
+
+    const peek = await request(http).get(`/v1/payments/${mine.body.id}`).set('Authorization', `Bearer ${other.apiKey}`);
+    expect(peek.status).toBe(404);
+    expect(peek.body.error.code).toBe('resource_missing');
+  });
+
+  it('treats a reused expired key as a new request', async () => {
+    const key = randomUUID();
+    const first = await post(key, body());
+    await dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`);
+
+    const again = await post(key, body({ amount: 700 }));
+
+    expect(again.status).toBe(201);
+    expect(again.body.id).not.toBe(first.body.id);
+    expect(again.body.amount).toBe(700);
+    expect(await count('payments')).toBe(2);
+  });
+
+  describe('bad input: the right 4xx in the envelope, and nothing written', () => {
+    afterEach(async () => {
+      expect(await count('payments')).toBe(0);
+      expect(await count('idempotency_keys')).toBe(0);
+    });
+
+    it.each([
+      ['amount', { amount: '500' }],
+      ['amount', { amount: 0 }],
+      ['amount', { amount: 100_000_000 }],
+      ['amount', { amount: 5.5 }],
+      ['amount', { amount: undefined }],
+      ['currency', { currency: 'usd' }],
+      ['currency', { currency: 'XXX' }],
+      ['currency', { currency: 840 }],
+      ['payment_method', { payment_method: '' }],
+      ['payment_method', { payment_method: 'x'.repeat(256) }],
+      ['order_id', { order_id: '' }],
+      ['order_id', { order_id: 'o'.repeat(65) }],
+      ['description', { description: 'd'.repeat(501) }],
+      ['metadata', { metadata: ['a'] }],
+      ['metadata', { metadata: { n: 1 } }],
+      ['metadata', { metadata: { ['k'.repeat(41)]: 'v' } }],
+      ['metadata', { metadata: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) }],
+      ['surprise', { surprise: true }],
+    ])('400 parameter_invalid naming %s', async (param, overrides) => {
+      const res = await post(randomUUID(), body(overrides));
+
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        error: { type: 'invalid_request_error', code: 'parameter_invalid', message: expect.any(String), param },
+      });
+    });
+
+    it.each([
+      ['missing', undefined, 'idempotency_key_missing'],
+      ['too long', 'k'.repeat(256), 'idempotency_key_invalid'],
+      ['non-ASCII', 'clé', 'idempotency_key_invalid'],
+      ['badly quoted', '"abc', 'idempotency_key_invalid'],
+    ])('400 for a %s Idempotency-Key', async (_name, key, code) => {
+      const res = await post(key, body());
+
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code });
+    });
+
+    it('checks the body before the key', async () => {
+      const res = await post(undefined, body({ amount: -1 }));
+      expect(res.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    });
+
+    it('400 body_invalid_json for malformed JSON', async () => {
+      const res = await request(http)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Idempotency-Key', randomUUID())
+        .set('Content-Type', 'application/json')
+        .send('{"amount": 500,');
+
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'body_invalid_json' });
+    });
+
+    it('400 for a body that is not an object', async () => {
+      const res = await post(randomUUID(), [body()]);
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('parameter_invalid');
+    });
+
+    it('413 body_too_large for an oversized body', async () => {
+      const res = await post(randomUUID(), body({ description: 'x'.repeat(100_000) }));
+      expect(res.status).toBe(413);
+      expect(res.body.error.code).toBe('body_too_large');
+    });
+
+    it.each([
+      ['no Authorization header', undefined],
+      ['an unknown key', 'Bearer sk_nope'],
+      ['another scheme', `Basic ${Buffer.from('a:b').toString('base64')}`],
+    ])('401 with %s', async (_name, authorization) => {
+      const req = request(http).post('/v1/payments').set('Idempotency-Key', randomUUID());
+      if (authorization) req.set('Authorization', authorization);
+      const res = await req.send(body());
+
+      expect(res.status).toBe(401);
+      expect(res.body.error).toMatchObject({ type: 'authentication_error', code: 'unauthenticated' });
+    });
+
+    it('404 in the envelope for an unknown route', async () => {
+      const res = await request(http).get('/v2/nothing');
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe('route_not_found');
+    });
+  });
+
+  it('refuses a late outcome from a request that lost its lease', async () => {
+    const key = randomUUID();
+    const pending = await post(key, body({ payment_method: 'pm_card_unavailable' }));
+    const [{ client_id: clientId }] = await dataSource.query('SELECT client_id FROM idempotency_keys');
+
+    const written = await app
+      .get(PaymentsService)
+      .recordOutcome({ clientId, key, token: randomUUID() }, pending.body.id, {
+        status: 'succeeded',
+        providerChargeId: 'ch_forged',
+      });
+
+    expect(written).toBeUndefined();
+    const [payment] = await dataSource.query('SELECT status, provider_charge_id FROM payments');
+    expect(payment).toEqual({ status: 'pending', provider_charge_id: null });
+  });
+});
+
+describe('GET /v1/payments', () => {
+  let provider: ProviderProcess;
+  let app: INestApplication;
+  let http: App;
+  let dataSource: DataSource;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    provider = await startProvider();
+    ({ app, http, dataSource } = await startApi(testConfig({ PROVIDER_URL: provider.url })));
+    await truncateAll(dataSource);
+    apiKey = (await createClient(dataSource)).apiKey;
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await provider?.stop();
+  });
+
+  const get = (path: string) => request(http).get(path).set('Authorization', `Bearer ${apiKey}`);
+
+  it('pages through the client’s payments, newest first', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await request(http)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Idempotency-Key', randomUUID())
+        .send({ amount: 100 + i, currency: 'EUR', payment_method: 'pm_card_ok' });
+      ids.push(res.body.id);
+    }
+    const newestFirst = [...ids].reverse();
+
+    const page1 = await get('/v1/payments?limit=2');
+    const page2 = await get(`/v1/payments?limit=2&starting_after=${page1.body.data[1].id}`);
+    const page3 = await get(`/v1/payments?limit=2&starting_after=${page2.body.data[1].id}`);
+
+    expect(page1.body).toMatchObject({ object: 'list', has_more: true });
+    expect([...page1.body.data, ...page2.body.data, ...page3.body.data].map((p: { id: string }) => p.id)).toEqual(
+      newestFirst,
+    );
+    expect(page3.body.has_more).toBe(false);
+    expect((await get('/v1/payments')).body.data).toHaveLength(5);
+    expect((await get(`/v1/payments/${ids[0]}`)).body.id).toBe(ids[0]);
+  });
+
+  it.each([
+    ['limit', 'limit=0'],
+    ['limit', 'limit=101'],
+    ['limit', 'limit=ten'],
+    ['starting_after', 'starting_after=pay_unknown'],
+  ])('400 parameter_invalid naming %s', async (param, query) => {
+    const res = await get(`/v1/payments?${query}`);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'parameter_invalid', param });
+  });
+
+  it('404 for a payment that does not exist', async () => {
+    const res = await get('/v1/payments/pay_missing');
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('resource_missing');
+  });
+});
