@@ -4,6 +4,7 @@ import { ConfigModule } from './config/config.module';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
 
 /** The payments API process. */
@@ -18,6 +19,7 @@ export class AppModule {
         DatabaseModule,
         PaymentsModule,
         HealthModule,
+        MetricsModule,
       ],
     };
   }

@@ -1,4 +1,5 @@
 import { NestFactory } from '@nestjs/core';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Logger } from 'nestjs-pino';
 import pino from 'pino';
@@ -13,9 +14,10 @@ async function bootstrap(): Promise<void> {
     abortOnError: false,
   });
   app.useLogger(app.get(Logger));
-  // On SIGTERM: stop accepting, answer what is in flight, then exit 0 rather
-  // than re-raise the signal.
+  // On SIGTERM or SIGINT: stop accepting, answer what is in flight, then exit 0
+  // rather than re-raise the signal.
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
+  closeConnectionsAfterReplyOnShutdown(app.getHttpServer());
   // Spawned with an IPC channel (the e2e helper does), leave with the parent
   // however it died, so a killed test run leaves no provider behind.
   process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
@@ -25,6 +27,26 @@ async function bootstrap(): Promise<void> {
   // Written whatever LOG_LEVEL says: whoever started the provider with
   // PROVIDER_PORT=0 reads the bound port from this line.
   pino({ name: 'mock-provider' }).info({ port, url: `http://127.0.0.1:${port}` }, 'listening');
+}
+
+/**
+ * Closing the server keeps a connection open for keepAliveTimeout after its
+ * last reply: the replies still in flight when a shutdown signal comes carry
+ * Connection: close instead, so the process exits as soon as they are sent.
+ */
+function closeConnectionsAfterReplyOnShutdown(server: Server): void {
+  const inFlight = new Set<ServerResponse>();
+  server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
+    inFlight.add(response);
+    response.once('close', () => inFlight.delete(response));
+  });
+  const closeAfterReply = () => {
+    for (const response of inFlight) {
+      if (!response.headersSent) response.setHeader('Connection', 'close');
+    }
+  };
+  process.once('SIGTERM', closeAfterReply);
+  process.once('SIGINT', closeAfterReply);
 }
 
 bootstrap().catch((error: unknown) => {

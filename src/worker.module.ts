@@ -3,6 +3,7 @@ import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
 
 /** The worker process: reconciliation and key expiry, no HTTP. */
@@ -11,7 +12,7 @@ export class WorkerModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(config), loggingModule(config, 'payments-worker'), DatabaseModule, ReconciliationModule],
+      imports: [ConfigModule.forRoot(config), loggingModule(config, 'payments-worker'), DatabaseModule, MetricsModule, ReconciliationModule],
     };
   }
 }

@@ -1,5 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { Metrics } from '../metrics/metrics';
+import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { bodyParserErrorToDomain, domainErrorToHttp } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { StrictValidationPipe } from './validation';
@@ -12,6 +15,7 @@ export const BODY_LIMIT = '64kb';
  * exercise the same pipeline. The app must be created with bodyParser: false.
  */
 export function configureHttpApp(app: INestApplication): void {
+  app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json' }));
   // Body-parser failures happen before any route, so Nest's filters never see them.
   app.use((error: unknown, _request: Request, response: Response, next: NextFunction) => {
@@ -23,4 +27,11 @@ export function configureHttpApp(app: INestApplication): void {
   app.useGlobalPipes(new StrictValidationPipe());
   app.useGlobalFilters(new ErrorEnvelopeFilter());
   app.enableShutdownHooks();
+
+  const openApi = new DocumentBuilder()
+    .setTitle('Payments API')
+    .setDescription('Idempotent payments: a retried request never charges twice. See README.md.')
+    .addBearerAuth()
+    .build();
+  SwaggerModule.setup('docs', app, SwaggerModule.createDocument(app, openApi), { jsonDocumentUrl: 'docs-json' });
 }

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { loadConfigOrExit } from '../config/app-config';
 import type { DataSource } from 'typeorm';
 import { createDataSource } from './data-source';
+import { ensureDatabase } from './ensure-database';
 
 // Any constant shared by every migration runner; two runners (say, two
 // containers starting together) take turns instead of racing on the schema.
@@ -26,7 +27,9 @@ export async function migrate(dataSource: DataSource, direction: 'up' | 'revert'
 
 /** `npm run migration:run` applies pending migrations; `--revert` undoes the last one. */
 async function main(): Promise<void> {
-  const dataSource = await createDataSource(loadConfigOrExit()).initialize();
+  const config = loadConfigOrExit();
+  await ensureDatabase(config.databaseUrl);
+  const dataSource = await createDataSource(config).initialize();
   try {
     const direction = process.argv.includes('--revert') ? 'revert' : 'up';
     const applied = await migrate(dataSource, direction);

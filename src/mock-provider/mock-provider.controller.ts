@@ -1,32 +1,10 @@
-import {
-  Body,
-  Controller,
-  createParamDecorator,
-  ExecutionContext,
-  Get,
-  Param,
-  Post,
-  Res,
-  UseInterceptors,
-} from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Res, UseInterceptors } from '@nestjs/common';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Request, Response } from 'express';
-import { CreateChargeDto } from './mock-provider.dto';
-import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
+import type { Response } from 'express';
+import { CreateChargeDto, IdempotencyKey } from './mock-provider.dto';
 import { FaultInjectionInterceptor } from './mock-provider.interceptor';
 import { MockProviderService } from './mock-provider.service';
 import type { Charge } from './mock-provider.types';
-
-const IdempotencyKey = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
-  const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
-  if (!key) {
-    throw new MockProviderError(
-      MockProviderErrorCode.IdempotencyKeyMissing,
-      'The Idempotency-Key header is required',
-    );
-  }
-  return key;
-});
 
 @Controller()
 export class MockProviderController {

@@ -1,7 +1,20 @@
-import { ValidationPipe } from '@nestjs/common';
+import { createParamDecorator, ExecutionContext, ValidationPipe } from '@nestjs/common';
+import type { Request } from 'express';
 import { IsInt, IsNotEmpty, IsPositive, IsString, Matches } from 'class-validator';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
 import type { ChargeParams } from './mock-provider.types';
+
+/** The provider idempotency key of a charge request: required, as a real processor's is. */
+export const IdempotencyKey = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
+  const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
+  if (!key) {
+    throw new MockProviderError(
+      MockProviderErrorCode.IdempotencyKeyMissing,
+      'The Idempotency-Key header is required',
+    );
+  }
+  return key;
+});
 
 export class CreateChargeDto implements ChargeParams {
   @IsInt()

@@ -198,8 +198,8 @@ describe(MockProviderService.name, () => {
       const { sut, store } = setup();
 
       const outcomes = await Promise.all(
-        Array.from({ length: 50 }, async (_, i) => {
-          await new Promise((wake) => setImmediate(wake, i));
+        Array.from({ length: 50 }, async () => {
+          await Promise.resolve();
           return sut.createCharge('key_1', params('pm_card_ok'));
         }),
       );

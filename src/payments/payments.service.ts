@@ -11,6 +11,7 @@ import {
   type StoredResponse,
 } from '../idempotency/idempotency.repository';
 import { parseIdempotencyKey } from '../idempotency/idempotency-key';
+import { Metrics } from '../metrics/metrics';
 import { ProviderClient } from '../provider/provider.client';
 import { type Payment, type PaymentResource, newPaymentId, providerKeyFor, toResource } from './payment';
 import { type FinalOutcome, finalResponseFor, outcomeOfCharge } from './payment-outcome';
@@ -65,10 +66,18 @@ export class PaymentsService {
     private readonly keys: IdempotencyRepository,
     private readonly payments: PaymentsRepository,
     private readonly provider: ProviderClient,
+    private readonly metrics: Metrics,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   async create(command: CreatePaymentCommand): Promise<PaymentReply> {
+    const reply = await this.createOrReplay(command);
+    const replayed = reply.headers['Idempotent-Replayed'] === 'true';
+    this.metrics.paymentAnswers.inc({ status: String(reply.status), replayed: String(replayed) });
+    return reply;
+  }
+
+  private async createOrReplay(command: CreatePaymentCommand): Promise<PaymentReply> {
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
     const start = await this.claimAndCreatePending(command, key);
     if (start.kind === 'replay') {

@@ -5,7 +5,7 @@ import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
-import { ProviderClient, type ProviderClientDeps } from './provider.client';
+import { PROVIDER_CLIENT_DEPS, ProviderClient, type ProviderClientDeps } from './provider.client';
 import { ProviderModule } from './provider.module';
 
 const CHARGE = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
@@ -334,6 +334,17 @@ describe('ProviderClient.createCharge', () => {
   });
 });
 
+describe('ProviderClient call options', () => {
+  it.each([{ maxAttempts: 0 }, { maxAttempts: 1.5 }, { maxAttempts: Number.NaN }, { deadlineMs: 0 }, { deadlineMs: Number.NaN }])(
+    'rejects %j as a caller bug, before calling the provider',
+    async (opts) => {
+      const client = new ProviderClient(config(await startProvider(reply(201))), fakeTime().deps);
+      await expect(client.createCharge(INPUT, opts)).rejects.toThrow(RangeError);
+      expect(received).toHaveLength(0);
+    },
+  );
+});
+
 describe('ProviderClient.getCharge', () => {
   it('finds a charge by provider key, without an idempotency key', async () => {
     const client = new ProviderClient(config(await startProvider(reply(200))), fakeTime().deps);
@@ -376,6 +387,18 @@ describe('ProviderModule', () => {
     }).compile();
     const client = moduleRef.get(ProviderClient);
     await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    await moduleRef.close();
+  });
+
+  it('takes fake time through PROVIDER_CLIENT_DEPS when a module provides it', async () => {
+    const url = await startProvider(reply(503), reply(200));
+    const { clock, deps } = fakeTime(0.5);
+    const moduleRef = await Test.createTestingModule({
+      imports: [ConfigModule.forRoot(config(url))],
+      providers: [ProviderClient, { provide: PROVIDER_CLIENT_DEPS, useValue: deps }],
+    }).compile();
+    await expect(moduleRef.get(ProviderClient).getCharge('pk_pay_1')).resolves.toMatchObject({ kind: 'found' });
+    expect(clock.slept).toEqual([50]);
     await moduleRef.close();
   });
 });

@@ -55,9 +55,10 @@ export interface ProviderClientDeps {
   random: Random;
 }
 
+/** Optional Nest token for ProviderClientDeps; production provides nothing and gets real time. */
 export const PROVIDER_CLIENT_DEPS = Symbol('PROVIDER_CLIENT_DEPS');
 
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return delay(ms, undefined, { signal }).catch((error: unknown) => {
     if (!signal?.aborted) throw error;
   });
@@ -154,7 +155,13 @@ export class ProviderClient {
   private async call<T>(call: Call<T>, opts: CallOptions): Promise<T | UnknownOutcome> {
     const { timeoutMs, backoffBaseMs, backoffCapMs } = this.config.provider;
     const maxAttempts = opts.maxAttempts ?? this.config.provider.maxAttempts;
-    const deadline = this.deps.now() + (opts.deadlineMs ?? this.config.provider.deadlineMs);
+    const deadlineMs = opts.deadlineMs ?? this.config.provider.deadlineMs;
+    // A caller's bug, not provider trouble: NaN here would mean retrying until the deadline.
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+      throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
+    }
+    if (!(deadlineMs > 0)) throw new RangeError(`deadlineMs must be positive, got ${deadlineMs}`);
+    const deadline = this.deps.now() + deadlineMs;
     const giveUp = (attempts: number, why: string, last?: AttemptFailure) =>
       this.giveUp(call, opts, attempts, why, last);
 
@@ -181,11 +188,12 @@ export class ProviderClient {
       const waitMs = Math.max(backoffMs, last.retryAfterMs ?? 0);
       const leftNow = deadline - this.deps.now();
       // Never sleep past the deadline: waiting only to give up later helps nobody.
+      const wait = `${Math.round(waitMs)} ms`;
       if (waitMs >= leftNow) {
-        return giveUp(attempts, `next attempt due in ${Math.round(waitMs)} ms, only ${Math.round(leftNow)} ms left`, last);
+        return giveUp(attempts, `next attempt due in ${wait}, only ${Math.round(leftNow)} ms left`, last);
       }
       this.logger.debug(
-        `Provider ${call.method} ${call.path} attempt ${attempts} failed (${last.reason}); retrying in ${Math.round(waitMs)} ms`,
+        `Provider ${call.method} ${call.path} attempt ${attempts} failed (${last.reason}); retrying in ${wait}`,
       );
       await this.deps.sleep(waitMs, opts.signal);
     }
@@ -224,12 +232,7 @@ export class ProviderClient {
 
   private async readCharge<T>(response: Response, answer: (charge: ProviderCharge) => T): Promise<Attempt<T>> {
     const text = await response.text();
-    let charge: ProviderCharge | undefined;
-    try {
-      charge = parseProviderCharge(JSON.parse(text));
-    } catch {
-      charge = undefined;
-    }
+    const charge = parseProviderCharge(parseJson(text));
     if (charge) return { answer: answer(charge) };
     const reason = `HTTP ${response.status} with a malformed charge: ${snippet(text) || '(empty body)'}`;
     return { failure: { rule: ruleFor('malformed body'), reason } };
@@ -270,6 +273,14 @@ export class ProviderClient {
     if (last?.rule.disposition === 'never' && last.rule.failure !== 'aborted') this.logger.error(entry);
     else this.logger.warn(entry);
     return { kind: 'unknown', reason, attempts };
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,0 +1,49 @@
+import { ConfigError, loadConfig } from './app-config';
+
+describe('loadConfig', () => {
+  it('gives every knob its documented default', () => {
+    const config = loadConfig({});
+
+    expect(config.databaseUrl).toBe('postgres://postgres@localhost:5432/payments');
+    expect(config.redisUrl).toBe('redis://localhost:6379');
+    expect(config.provider.url).toBe('http://localhost:4010');
+    expect(config.http.port).toBe(3000);
+    expect(config.mockProvider.port).toBe(4010);
+    expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000 });
+    expect(config.reconcile.staleAfterMs).toBe(60_000);
+  });
+
+  it('reads and types the values it is given', () => {
+    const config = loadConfig({ PORT: '8080', PROVIDER_FAILURE_RATE: '0.25', RECONCILE_MAX_ATTEMPTS: ' 5 ' });
+
+    expect(config.http.port).toBe(8080);
+    expect(config.mockProvider.failureRate).toBe(0.25);
+    expect(config.reconcile.maxAttempts).toBe(5);
+  });
+
+  it.each([
+    ['PROVIDER_TIMEOUT_MS', 'abc'],
+    ['PROVIDER_TIMEOUT_MS', '1.5'],
+    ['PORT', '70000'],
+    ['DATABASE_URL', 'not a url'],
+    ['DATABASE_URL', 'mysql://localhost/payments'],
+    ['REDIS_URL', 'http://localhost:6379'],
+    ['PROVIDER_FAILURE_RATE', '1.5'],
+    ['LOG_LEVEL', 'loud'],
+    ['QUEUE_PREFIX', 'a b'],
+  ])('refuses %s=%j with an error naming the variable', (variable, value) => {
+    expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^Invalid configuration: ${variable} `));
+  });
+
+  it('refuses a lease that a live request could outlast', () => {
+    expect(() => loadConfig({ IDEMPOTENCY_LEASE_MS: '5000', PROVIDER_DEADLINE_MS: '8000' })).toThrow(
+      /IDEMPOTENCY_LEASE_MS must exceed PROVIDER_DEADLINE_MS/,
+    );
+  });
+
+  it('returns a frozen object', () => {
+    const config = loadConfig({});
+    expect(Object.isFrozen(config.provider)).toBe(true);
+  });
+});

@@ -1,0 +1,103 @@
+import type { ProviderCharge } from '../provider/provider.client';
+import type { Payment } from './payment';
+import { finalResponseFor, outcomeOfCharge } from './payment-outcome';
+
+const charge = (overrides: Partial<ProviderCharge>): ProviderCharge => ({
+  id: 'ch_1',
+  status: 'succeeded',
+  amount: 500,
+  currency: 'USD',
+  failure_code: null,
+  ...overrides,
+});
+
+const payment = (overrides: Partial<Payment>): Payment => ({
+  id: 'pay_1',
+  clientId: 'client',
+  amount: 500,
+  currency: 'USD',
+  paymentMethod: 'pm_card_ok',
+  orderId: null,
+  description: null,
+  metadata: {},
+  status: 'succeeded',
+  providerKey: 'pk_pay_1',
+  providerChargeId: 'ch_1',
+  failureCode: null,
+  failureMessage: null,
+  reconcileAttempts: 0,
+  createdAt: new Date('2026-11-29T09:00:00Z'),
+  updatedAt: new Date('2026-11-29T09:00:01Z'),
+  ...overrides,
+});
+
+describe('outcomeOfCharge', () => {
+  it('maps a succeeded charge to a succeeded payment', () => {
+    expect(outcomeOfCharge(charge({}))).toEqual({ status: 'succeeded', providerChargeId: 'ch_1' });
+  });
+
+  it('maps a declined charge to a failed payment with the provider’s code', () => {
+    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'card_declined' }))).toEqual({
+      status: 'failed',
+      providerChargeId: 'ch_1',
+      failureCode: 'card_declined',
+      failureMessage: 'The card was declined.',
+    });
+    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'payment_method_unknown' }))).toMatchObject({
+      failureCode: 'payment_method_unknown',
+    });
+  });
+
+  it('treats a pending charge as no outcome yet', () => {
+    expect(outcomeOfCharge(charge({ status: 'pending' }))).toBeUndefined();
+  });
+});
+
+describe('finalResponseFor', () => {
+  it('answers 201 with the payment object for a success', () => {
+    const response = finalResponseFor(payment({}));
+
+    expect(response.status).toBe(201);
+    expect(JSON.parse(response.body)).toEqual({
+      id: 'pay_1',
+      object: 'payment',
+      amount: 500,
+      currency: 'USD',
+      status: 'succeeded',
+      payment_method: 'pm_card_ok',
+      order_id: null,
+      description: null,
+      metadata: {},
+      provider_charge_id: 'ch_1',
+      failure_code: null,
+      failure_message: null,
+      created_at: '2026-11-29T09:00:00.000Z',
+      updated_at: '2026-11-29T09:00:01.000Z',
+    });
+  });
+
+  it('answers 402 card_declined with the failed payment embedded', () => {
+    const failed = payment({ status: 'failed', failureCode: 'card_declined', failureMessage: 'The card was declined.' });
+    const response = finalResponseFor(failed);
+
+    expect(response.status).toBe(402);
+    expect(JSON.parse(response.body)).toEqual({
+      error: {
+        type: 'card_error',
+        code: 'card_declined',
+        message: 'The card was declined.',
+        payment: expect.objectContaining({ id: 'pay_1', status: 'failed', failure_code: 'card_declined' }),
+      },
+    });
+  });
+
+  it('answers 202 with the payment for one that needs review', () => {
+    const response = finalResponseFor(payment({ status: 'requires_review' }));
+    expect(response.status).toBe(202);
+    expect(JSON.parse(response.body)).toMatchObject({ status: 'requires_review' });
+  });
+
+  it('refuses to build a final response for a pending payment', () => {
+    expect(() => finalResponseFor(payment({ status: 'pending' }))).toThrow(/still pending/);
+  });
+});

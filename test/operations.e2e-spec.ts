@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import type { App } from 'supertest/types';
+import { startApi } from './support/test-stack';
+import { testConfig } from './support/test-env';
+
+describe('operations endpoints', () => {
+  let app: INestApplication;
+  let http: App;
+
+  beforeAll(async () => {
+    ({ app, http } = await startApi(testConfig()));
+  });
+
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('answers liveness and readiness with Postgres and Redis up', async () => {
+    expect((await request(http).get('/health/live')).status).toBe(200);
+    const ready = await request(http).get('/health/ready');
+    expect(ready.status).toBe(200);
+    expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'up' });
+  });
+
+  it('echoes a sane X-Request-Id and makes one up otherwise', async () => {
+    const given = await request(http).get('/health/live').set('X-Request-Id', 'abc-123');
+    const made = await request(http).get('/health/live').set('X-Request-Id', 'bad id with spaces');
+
+    expect(given.headers['x-request-id']).toBe('abc-123');
+    expect(made.headers['x-request-id']).toMatch(/^req_[0-9a-f-]{36}$/);
+  });
+
+  it('serves Prometheus metrics', async () => {
+    await request(http).get('/health/live');
+    const res = await request(http).get('/metrics');
+
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    expect(res.text).toContain('http_request_duration_seconds_count{method="GET",route="/health/live",status="200"}');
+  });
+
+  it('serves the OpenAPI document and its UI', async () => {
+    const json = await request(http).get('/docs-json');
+    expect(json.status).toBe(200);
+    expect(Object.keys(json.body.paths)).toEqual(expect.arrayContaining(['/v1/payments', '/v1/payments/{id}']));
+    expect((await request(http).get('/docs')).status).toBe(200);
+  });
+});
+
+describe('readiness without Redis', () => {
+  it('says not ready, in the error envelope', async () => {
+    const { app, http } = await startApi(testConfig({ REDIS_URL: 'redis://127.0.0.1:1' }));
+    try {
+      const res = await request(http).get('/health/ready');
+      expect(res.status).toBe(503);
+      expect(res.body.error).toMatchObject({ code: 'service_unavailable', message: expect.stringContaining('redis') });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('start-up with a bad knob', () => {
+  it.each(['main.js', 'worker.js', 'provider-main.js'])('%s exits with one line naming the variable', (entry) => {
+    const result = spawnSync(process.execPath, [join(__dirname, '..', 'dist', 'src', entry)], {
+      env: { ...process.env, PROVIDER_TIMEOUT_MS: 'soon' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'Invalid configuration: PROVIDER_TIMEOUT_MS must be an integer (got "soon")',
+    ]);
+  });
+});
