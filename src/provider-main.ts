@@ -50,6 +50,7 @@ function closeConnectionsAfterReplyOnShutdown(server: Server): void {
 }
 
 bootstrap().catch((error: unknown) => {
-  process.stderr.write(`mock provider failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  const detail = error instanceof Error ? error.stack : String(error);
+  process.stderr.write(`mock provider failed to start: ${detail}\n`);
   process.exit(1);
 });

@@ -38,12 +38,18 @@ const getCharge = (provider: ProviderProcess, key: string) =>
   fetch(`${provider.url}/charges/${encodeURIComponent(key)}`);
 
 /** Polls until accept(value) holds, failing with the last value once the deadline passes. */
-async function eventually<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 5_000): Promise<T> {
+async function eventually<T>(
+  probe: () => Promise<T>,
+  accept: (value: T) => boolean,
+  timeoutMs = 5_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (accept(value)) return value;
-    if (Date.now() > deadline) throw new Error(`not reached in ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+    if (Date.now() > deadline) {
+      throw new Error(`not reached in ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+    }
     await new Promise((wake) => setTimeout(wake, 25));
   }
 }
@@ -54,6 +60,7 @@ describe('mock provider (spawned process)', () => {
 
   beforeAll(async () => {
     provider = await startProvider({
+      LOG_LEVEL: 'info',
       PROVIDER_SLOW_REPLY_MS: String(SLOW_REPLY_MS),
       PROVIDER_PENDING_SETTLE_MS: '1000',
     });
@@ -93,7 +100,8 @@ describe('mock provider (spawned process)', () => {
     expect(await read.json()).toEqual(charge);
     expect(replay.status).toBe(201);
     expect(await replay.json()).toEqual(charge);
-    expect((await provider.charges()).filter((held) => held.idempotency_key === key)).toEqual([charge]);
+    const held = (await provider.charges()).filter((each) => each.idempotency_key === key);
+    expect(held).toEqual([charge]);
   });
 
   it('answers 422 for a key reused with other parameters, keeping the first charge', async () => {
@@ -111,15 +119,20 @@ describe('mock provider (spawned process)', () => {
   });
 
   it.each<[string, boolean, Record<string, unknown>, string]>([
-    ['no Idempotency-Key', false, chargeBody('pm_card_ok'), 'idempotency_key_missing'],
-    ['an unknown field', true, chargeBody('pm_card_ok', { capture: true }), 'parameter_unknown'],
-    ['a lower-case currency', true, chargeBody('pm_card_ok', { currency: 'eur' }), 'parameter_invalid'],
-    ['a fractional amount', true, chargeBody('pm_card_ok', { amount: 10.5 }), 'parameter_invalid'],
-    ['an empty reference', true, chargeBody('pm_card_ok', { reference: '' }), 'parameter_invalid'],
-  ])('answers 400 for %s and records nothing', async (_case, withKey, body, code) => {
+    ['no Idempotency-Key', false, {}, 'idempotency_key_missing'],
+    ['an unknown field', true, { capture: true }, 'parameter_unknown'],
+    ['a lower-case currency', true, { currency: 'eur' }, 'parameter_invalid'],
+    ['a fractional amount', true, { amount: 10.5 }, 'parameter_invalid'],
+    ['an amount as a string', true, { amount: '1000' }, 'parameter_invalid'],
+    ['an empty reference', true, { reference: '' }, 'parameter_invalid'],
+  ])('answers 400 for %s and records nothing', async (_case, withKey, change, code) => {
     const before = await provider.charges();
 
-    const response = await postCharge(provider, withKey ? newKey() : undefined, body);
+    const response = await postCharge(
+      provider,
+      withKey ? newKey() : undefined,
+      chargeBody('pm_card_ok', change),
+    );
 
     expect(response.status).toBe(400);
     expect(await response.json()).toEqual({ error: { code, message: expect.any(String) } });
@@ -141,11 +154,14 @@ describe('mock provider (spawned process)', () => {
     const response = await postCharge(provider, key, chargeBody('pm_card_declined'));
 
     expect(response.status).toBe(201);
-    expect(await response.json()).toMatchObject({ status: 'failed', failure_code: 'card_declined' });
+    expect(await response.json()).toMatchObject({
+      status: 'failed',
+      failure_code: 'card_declined',
+    });
     expect(await (await getCharge(provider, key)).json()).toMatchObject({ status: 'failed' });
   });
 
-  it('pm_card_lost_response: the connection drops, yet the charge is recorded and replayed', async () => {
+  it('pm_card_lost_response: the connection drops, yet the charge is recorded', async () => {
     const key = newKey();
     const body = chargeBody('pm_card_lost_response');
 
@@ -162,7 +178,7 @@ describe('mock provider (spawned process)', () => {
     expect(await retry.json()).toEqual(recorded);
   });
 
-  it('pm_card_timeout: the first reply outlasts a client timeout, yet the charge is recorded', async () => {
+  it('pm_card_timeout: the first reply outlasts the client timeout, yet is recorded', async () => {
     const key = newKey();
     const body = chargeBody('pm_card_timeout');
 
@@ -207,7 +223,9 @@ describe('mock provider (spawned process)', () => {
 
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toBe('1');
-    expect(await limited.json()).toEqual({ error: { code: 'rate_limited', message: expect.any(String) } });
+    expect(await limited.json()).toEqual({
+      error: { code: 'rate_limited', message: expect.any(String) },
+    });
     expect(readAfterLimit.status).toBe(404);
     expect(retry.status).toBe(201);
     expect(await retry.json()).toMatchObject({ status: 'succeeded' });
@@ -218,7 +236,9 @@ describe('mock provider (spawned process)', () => {
     const body = chargeBody('pm_card_unavailable');
     const statuses: number[] = [];
 
-    for (let call = 0; call < 4; call++) statuses.push((await postCharge(provider, key, body)).status);
+    for (let call = 0; call < 4; call++) {
+      statuses.push((await postCharge(provider, key, body)).status);
+    }
 
     expect(statuses).toEqual([503, 503, 503, 503]);
     expect((await getCharge(provider, key)).status).toBe(404);
@@ -228,7 +248,8 @@ describe('mock provider (spawned process)', () => {
   it('pm_card_pending: pending at first, then succeeded', async () => {
     const key = newKey();
 
-    const created = (await (await postCharge(provider, key, chargeBody('pm_card_pending'))).json()) as Charge;
+    const response = await postCharge(provider, key, chargeBody('pm_card_pending'));
+    const created = (await response.json()) as Charge;
     const settled = await eventually(
       async () => (await (await getCharge(provider, key)).json()) as Charge,
       (charge) => charge.status === 'succeeded',
@@ -242,14 +263,19 @@ describe('mock provider (spawned process)', () => {
     const response = await postCharge(provider, newKey(), chargeBody('pm_card_visa'));
 
     expect(response.status).toBe(201);
-    expect(await response.json()).toMatchObject({ status: 'failed', failure_code: 'payment_method_unknown' });
+    expect(await response.json()).toMatchObject({
+      status: 'failed',
+      failure_code: 'payment_method_unknown',
+    });
   });
 
   it('records exactly one charge for 50 concurrent POSTs with one key', async () => {
     const key = newKey();
     const body = chargeBody('pm_card_ok');
 
-    const responses = await Promise.all(Array.from({ length: 50 }, () => postCharge(provider, key, body)));
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => postCharge(provider, key, body)),
+    );
     const charges = (await Promise.all(responses.map((response) => response.json()))) as Charge[];
     const held = (await provider.charges()).filter((charge) => charge.idempotency_key === key);
 
@@ -261,14 +287,16 @@ describe('mock provider (spawned process)', () => {
   it('logs the incoming X-Request-Id with the request', async () => {
     const requestId = `req_${randomUUID()}`;
 
-    await postCharge(provider, newKey(), chargeBody('pm_card_ok'), { headers: { 'x-request-id': requestId } });
+    await postCharge(provider, newKey(), chargeBody('pm_card_ok'), {
+      headers: { 'x-request-id': requestId },
+    });
 
+    const loggedAsRequestId = (line: string) =>
+      line.includes(requestId) &&
+      (JSON.parse(line) as { req?: { id?: string } }).req?.id === requestId;
     await eventually(
       async () => provider.output(),
-      (lines) =>
-        lines.some(
-          (line) => line.includes(requestId) && (JSON.parse(line) as { req?: { id?: string } }).req?.id === requestId,
-        ),
+      (lines) => lines.some(loggedAsRequestId),
     );
   });
 });
@@ -293,7 +321,10 @@ describe('mock provider restarts', () => {
   };
 
   it('keeps its charges across a crash with PROVIDER_DATA_FILE, and replays them', async () => {
-    const env = { PROVIDER_DATA_FILE: join(dir, 'charges.jsonl'), PROVIDER_PENDING_SETTLE_MS: '600000' };
+    const env = {
+      PROVIDER_DATA_FILE: join(dir, 'charges.jsonl'),
+      PROVIDER_PENDING_SETTLE_MS: '600000',
+    };
     const first = await start(env);
     const key = newKey();
     const body = chargeBody('pm_card_ok');
@@ -342,7 +373,7 @@ describe('mock provider restarts', () => {
   });
 });
 
-describe('mock provider fault injection', () => {
+describe('mock provider with PROVIDER_FAILURE_RATE=1 and PROVIDER_LATENCY_MS', () => {
   const LATENCY_MS = 200;
   let provider: ProviderProcess;
 
@@ -357,7 +388,7 @@ describe('mock provider fault injection', () => {
     await provider?.stop();
   });
 
-  it('PROVIDER_FAILURE_RATE=1: POST /charges is 503 after the latency, and nothing is recorded', async () => {
+  it('POST /charges is 503 after the latency, and nothing is recorded', async () => {
     const key = newKey();
     const started = Date.now();
 
@@ -371,7 +402,7 @@ describe('mock provider fault injection', () => {
     expect(await provider.charges()).toEqual([]);
   });
 
-  it('PROVIDER_FAILURE_RATE=1: GET /charges/:key is 503, GET /charges and /health are spared', async () => {
+  it('GET /charges/:key is 503; GET /charges and /health are spared', async () => {
     const read = await getCharge(provider, newKey());
     const list = await fetch(`${provider.url}/charges`);
     const health = await fetch(`${provider.url}/health`);

@@ -5,16 +5,18 @@ import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors
 import type { ChargeParams } from './mock-provider.types';
 
 /** The provider idempotency key of a charge request: required, as a real processor's is. */
-export const IdempotencyKey = createParamDecorator((_data: unknown, context: ExecutionContext): string => {
-  const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
-  if (!key) {
-    throw new MockProviderError(
-      MockProviderErrorCode.IdempotencyKeyMissing,
-      'The Idempotency-Key header is required',
-    );
-  }
-  return key;
-});
+export const IdempotencyKey = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): string => {
+    const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
+    if (!key) {
+      throw new MockProviderError(
+        MockProviderErrorCode.IdempotencyKeyMissing,
+        'The Idempotency-Key header is required',
+      );
+    }
+    return key;
+  },
+);
 
 export class CreateChargeDto implements ChargeParams {
   @IsInt()
@@ -34,7 +36,10 @@ export class CreateChargeDto implements ChargeParams {
   reference!: string;
 }
 
-/** Rejects unknown fields and wrong types (no implicit conversion) in the provider's error shape. */
+/**
+ * Rejects unknown fields and wrong types (no implicit conversion), in the
+ * provider's error shape.
+ */
 export function mockProviderValidationPipe(): ValidationPipe {
   return new ValidationPipe({
     whitelist: true,

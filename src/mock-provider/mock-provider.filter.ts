@@ -1,4 +1,11 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, NotFoundException } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  Logger,
+  NotFoundException,
+} from '@nestjs/common';
 import type { Response } from 'express';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
 
@@ -27,7 +34,9 @@ export class MockProviderErrorFilter implements ExceptionFilter {
     if (error.retryAfterSeconds !== undefined) {
       response.setHeader('Retry-After', String(error.retryAfterSeconds));
     }
-    response.status(STATUS[error.code]).json({ error: { code: error.code, message: error.message } });
+    response
+      .status(STATUS[error.code])
+      .json({ error: { code: error.code, message: error.message } });
   }
 }
 

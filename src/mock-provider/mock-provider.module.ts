@@ -37,7 +37,10 @@ export class MockProviderModule {
       ],
       controllers: [MockProviderController],
       providers: [
-        { provide: MockProviderStore, useFactory: () => MockProviderStore.open(config.mockProvider.dataFile) },
+        {
+          provide: MockProviderStore,
+          useFactory: () => MockProviderStore.open(config.mockProvider.dataFile),
+        },
         MockProviderService,
         { provide: APP_PIPE, useValue: mockProviderValidationPipe() },
         { provide: APP_FILTER, useClass: MockProviderErrorFilter },

@@ -126,7 +126,8 @@ describe(MockProviderService.name, () => {
       expect(error.code).toBe(MockProviderErrorCode.RateLimited);
       expect(error.retryAfterSeconds).toBe(1);
       expect(store.all()).toEqual([]);
-      expect(sut.createCharge('key_1', params('pm_card_rate_limited')).charge.status).toBe('succeeded');
+      const retry = sut.createCharge('key_1', params('pm_card_rate_limited'));
+      expect(retry.charge.status).toBe('succeeded');
     });
 
     it('pm_card_unavailable is always unavailable and records nothing', () => {
@@ -140,7 +141,7 @@ describe(MockProviderService.name, () => {
       expect(store.all()).toEqual([]);
     });
 
-    it('pm_card_pending reads as pending, then as succeeded once settled, without rewriting the record', () => {
+    it('pm_card_pending reads as succeeded once settled, without rewriting the record', () => {
       jest.useFakeTimers({ now: new Date('2026-01-01T00:00:00.000Z') });
       const { sut, store } = setup();
 
@@ -205,10 +206,11 @@ describe(MockProviderService.name, () => {
       );
 
       expect(store.all()).toHaveLength(1);
-      expect(new Set(outcomes.map((outcome) => outcome.charge.id))).toEqual(new Set([store.all()[0]!.id]));
+      const ids = new Set(outcomes.map((outcome) => outcome.charge.id));
+      expect(ids).toEqual(new Set([store.all()[0]!.id]));
     });
 
-    it('counts every interleaved call once for the tokens that refuse their first calls', async () => {
+    it('counts each interleaved call once for the tokens that refuse first calls', async () => {
       const { sut, store } = setup();
 
       const results = await Promise.allSettled(

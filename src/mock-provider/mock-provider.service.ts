@@ -6,7 +6,7 @@ import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors
 import { MockProviderStore } from './mock-provider.store';
 import type { Charge, ChargeParams, ChargeRecord, ChargeStatus } from './mock-provider.types';
 
-/** How the reply to a charge request is delivered; only a call that records a charge can misbehave. */
+/** How the reply to a charge request is sent; only the call that records a charge can misbehave. */
 export type ChargeOutcome =
   | { charge: Charge; reply: 'now' }
   | { charge: Charge; reply: 'after'; delayMs: number }
@@ -15,13 +15,16 @@ export type ChargeOutcome =
 interface TokenBehaviour {
   status: ChargeStatus;
   failureCode?: string;
-  /** Given the 1-based number of this call for the key, the refusal to answer instead of recording, if any. */
+  /** Given the 1-based number of this call for the key, an error to answer instead of recording. */
   refuse?: (call: number) => MockProviderError | undefined;
   firstReply?: 'slow' | 'lost';
 }
 
 const unavailable = () =>
-  new MockProviderError(MockProviderErrorCode.ServiceUnavailable, 'The processor is unavailable, try again');
+  new MockProviderError(
+    MockProviderErrorCode.ServiceUnavailable,
+    'The processor is unavailable, try again',
+  );
 
 /** The test tokens of the contract (CONTRACT.md, "Mock provider"). */
 const TOKENS: Record<string, TokenBehaviour> = {
@@ -50,7 +53,7 @@ const UNKNOWN_TOKEN: TokenBehaviour = { status: 'failed', failureCode: 'payment_
 
 @Injectable()
 export class MockProviderService {
-  /** Calls per key for tokens that refuse their first calls; in memory, so a restart starts them over. */
+  /** Calls per key for the tokens that refuse their first calls; a restart starts them over. */
   private readonly calls = new Map<string, number>();
 
   constructor(

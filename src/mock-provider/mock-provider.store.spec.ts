@@ -83,7 +83,8 @@ describe(MockProviderStore.name, () => {
 
       expect(MockProviderStore.open(journal).all()).toEqual([]);
       expect(readFileSync(journal, 'utf8')).toBe('');
-      expect(() => MockProviderStore.open(join(dir, 'missing-dir', 'charges.jsonl'))).toThrow(/ENOENT/);
+      const unwritable = join(dir, 'missing-dir', 'charges.jsonl');
+      expect(() => MockProviderStore.open(unwritable)).toThrow(/ENOENT/);
     });
 
     it('refuses to start from a corrupt journal, naming the line', () => {

@@ -23,7 +23,7 @@ export interface ProviderProcess {
   readonly pid: number;
   /** Settles when the process has exited, however it ended. */
   readonly exited: Promise<ProviderExit>;
-  /** SIGTERM (graceful: in-flight requests are answered), then SIGKILL after graceMs; resolves once exited. */
+  /** SIGTERM (in-flight requests are answered), SIGKILL after graceMs; resolves once exited. */
   stop(graceMs?: number): Promise<ProviderExit>;
   /** SIGKILL, as a crash would; resolves once exited. */
   kill(): Promise<ProviderExit>;
@@ -122,7 +122,9 @@ function listeningPort(line: string): number | undefined {
 
 async function isHealthy(port: number): Promise<boolean> {
   try {
-    const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1_000) });
+    const response = await fetch(`http://127.0.0.1:${port}/health`, {
+      signal: AbortSignal.timeout(1_000),
+    });
     return response.status === 200;
   } catch {
     return false;
