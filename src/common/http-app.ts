@@ -15,6 +15,7 @@ export const BODY_LIMIT = '64kb';
  * exercise the same pipeline. The app must be created with bodyParser: false.
  */
 export function configureHttpApp(app: INestApplication): void {
+  (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
   app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json' }));
   // Body-parser failures happen before any route, so Nest's filters never see them.

@@ -1,0 +1,215 @@
+import { Logger } from '@nestjs/common';
+import type { DataSource, EntityManager } from 'typeorm';
+import { QueryFailedError } from 'typeorm';
+import { DomainError, ErrorCode } from '../common/domain-error';
+import { loadConfig } from '../config/app-config';
+import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
+import { Metrics } from '../metrics/metrics';
+import type { ProviderClient } from '../provider/provider.client';
+import type { Payment } from './payment';
+import type { PaymentsRepository } from './payments.repository';
+import { type CreatePaymentCommand, PaymentsService } from './payments.service';
+
+/**
+ * A mock whose every method must be stubbed before use: a call the test did not
+ * expect fails loudly instead of returning undefined, so "the provider was not
+ * called" is proven by the absence of a stub.
+ */
+function strictMock<T extends object>(name: string): jest.Mocked<T> {
+  return new Proxy({} as jest.Mocked<T>, {
+    get(stubs, property) {
+      if (property in stubs) return stubs[property as keyof T];
+      if (property === 'then' || typeof property === 'symbol') return undefined;
+      throw new Error(`${name}.${String(property)}() was called but not stubbed`);
+    },
+  });
+}
+
+function pendingPayment(overrides: Partial<Payment> = {}): Payment {
+  return {
+    id: 'pay_1',
+    clientId: 'client_1',
+    amount: 500,
+    currency: 'USD',
+    paymentMethod: 'pm_card_ok',
+    orderId: null,
+    description: null,
+    metadata: {},
+    status: 'pending',
+    providerKey: 'pk_pay_1',
+    providerChargeId: null,
+    failureCode: null,
+    failureMessage: null,
+    reconcileAttempts: 0,
+    createdAt: new Date('2026-11-29T09:00:00Z'),
+    updatedAt: new Date('2026-11-29T09:00:00Z'),
+    ...overrides,
+  };
+}
+
+const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
+
+function setup() {
+  const db = {} as EntityManager;
+  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
+  const keys = strictMock<IdempotencyRepository>('keys');
+  const payments = strictMock<PaymentsRepository>('payments');
+  const provider = strictMock<ProviderClient>('provider');
+  const sut = new PaymentsService(
+    dataSource as unknown as DataSource,
+    keys,
+    payments,
+    provider,
+    new Metrics(),
+    loadConfig({}),
+  );
+  const command: CreatePaymentCommand = {
+    clientId: 'client_1',
+    idempotencyKeyHeader: 'key-1',
+    fingerprint: 'f'.repeat(64),
+    body: { amount: 500, currency: 'USD', payment_method: 'pm_card_ok' },
+    requestId: 'req_1',
+  };
+  return { sut, keys, payments, provider, dataSource, command };
+}
+
+function existingKey(overrides: Partial<KeyState> = {}): KeyState {
+  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, ...overrides };
+}
+
+async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
+  const error = await work.then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+  if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
+  return error.code;
+}
+
+describe('PaymentsService.create', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+
+  it('claims, charges under the payment’s provider key and records the outcome in two transactions', async () => {
+    const { sut, keys, payments, provider, dataSource, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id, providerKey: row.providerKey }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.transitionFromPending = jest.fn(async (_db, id, _outcome) =>
+      pendingPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
+    );
+    keys.complete = jest.fn().mockResolvedValue(undefined);
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(201);
+    expect(reply.headers).toEqual({});
+    const paymentId = payments.insertPending.mock.calls[0][1].id;
+    expect(provider.createCharge).toHaveBeenCalledTimes(1);
+    expect(provider.createCharge.mock.calls[0][0]).toMatchObject({
+      providerKey: `pk_${paymentId}`,
+      reference: paymentId,
+    });
+    expect(keys.complete).toHaveBeenCalledWith(
+      expect.anything(),
+      expect.objectContaining({ key: 'key-1' }),
+      { status: 201, body: reply.body },
+    );
+    expect(dataSource.transaction).toHaveBeenCalledTimes(2);
+  });
+
+  it('replays a stored response without touching the provider', async () => {
+    const { sut, keys, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(false);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 402, body: '{"error":{}}' } }));
+
+    const reply = await sut.create(command);
+
+    expect(reply).toEqual({ status: 402, body: '{"error":{}}', headers: { 'Idempotent-Replayed': 'true' } });
+  });
+
+  it('refuses another request under the same key even while the first is running (422 before 409)', async () => {
+    const { sut, keys, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(false);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ fingerprint: 'e'.repeat(64), leaseRemainingSeconds: 20 }));
+
+    expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyReused);
+  });
+
+  it('answers 409 while another request holds the lease, and takes nothing over', async () => {
+    const { sut, keys, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(false);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ leaseRemainingSeconds: 12 }));
+
+    expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
+  });
+
+  it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    const abandoned = pendingPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
+    keys.claim = jest.fn().mockResolvedValue(false);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
+    keys.takeOverLease = jest.fn().mockResolvedValue(true);
+    payments.findById = jest.fn().mockResolvedValue(abandoned);
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'unknown', reason: 'HTTP 503', attempts: 3 });
+    keys.release = jest.fn().mockResolvedValue(undefined);
+
+    const reply = await sut.create(command);
+
+    expect(provider.createCharge.mock.calls[0][0]).toMatchObject({ providerKey: 'pk_pay_old', reference: 'pay_old' });
+    expect(reply.status).toBe(202);
+    expect(JSON.parse(reply.body)).toMatchObject({ id: 'pay_old', status: 'pending' });
+  });
+
+  it.each([
+    ['the outcome is unknown', { kind: 'unknown', reason: 'timeout', attempts: 3 }],
+    ['the provider holds the charge as pending', { kind: 'answered', charge: { ...charge, status: 'pending' } }],
+  ])('answers 202 and releases the key when %s, recording nothing', async (_name, result) => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
+    provider.createCharge = jest.fn().mockResolvedValue(result);
+    keys.release = jest.fn().mockResolvedValue(undefined);
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(202);
+    expect(reply.headers['Retry-After']).toMatch(/^\d+$/);
+    expect(keys.release).toHaveBeenCalledTimes(1);
+  });
+
+  it('writes nothing when its lease was taken over, and answers with what the new holder stored', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+
+    const reply = await sut.create(command);
+
+    expect(reply).toEqual({ status: 201, body: '{"id":"pay_1"}', headers: { 'Idempotent-Replayed': 'true' } });
+  });
+
+  it('maps the active-order index to order_already_paid', async () => {
+    const { sut, keys, payments, command } = setup();
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn().mockRejectedValue(
+      new QueryFailedError('INSERT', [], Object.assign(new Error('duplicate'), {
+        code: '23505',
+        constraint: 'payments_client_order_active_key',
+      })),
+    );
+
+    expect(await domainCode(sut.create({ ...command, body: { ...command.body, order_id: 'ord_1' } }))).toBe(
+      ErrorCode.OrderAlreadyPaid,
+    );
+  });
+
+  it('reads the key header before touching the database', async () => {
+    const { sut, command } = setup();
+    expect(await domainCode(sut.create({ ...command, idempotencyKeyHeader: undefined }))).toBe(
+      ErrorCode.IdempotencyKeyMissing,
+    );
+  });
+});
