@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import type { App } from 'supertest/types';
-import { startApi } from './support/test-stack';
+import { createClient, startApi, truncateAll } from './support/test-stack';
 import { testConfig } from './support/test-env';
 
 describe('operations endpoints', () => {
@@ -75,5 +75,34 @@ describe('start-up with a bad knob', () => {
     expect(result.stderr.trim().split('\n')).toEqual([
       'Invalid configuration: PROVIDER_TIMEOUT_MS must be an integer (got "soon")',
     ]);
+  });
+});
+
+describe('rate limiting', () => {
+  it('answers 429 rate_limited with Retry-After past the per-client limit, before the key is read', async () => {
+    const { app, http, dataSource } = await startApi(testConfig({ RATE_LIMIT_REQUESTS: '2' }));
+    try {
+      await truncateAll(dataSource);
+      const { apiKey } = await createClient(dataSource);
+      const other = await createClient(dataSource, 'other');
+      const auth = { Authorization: `Bearer ${apiKey}` };
+      expect((await request(http).get('/v1/payments').set(auth)).status).toBe(200);
+      expect((await request(http).get('/v1/payments').set(auth)).status).toBe(200);
+
+      const limited = await request(http)
+        .post('/v1/payments')
+        .set(auth)
+        .set('Idempotency-Key', 'rate-limited')
+        .send({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok' });
+
+      expect(limited.status).toBe(429);
+      expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(await dataSource.query('SELECT * FROM idempotency_keys')).toEqual([]);
+      // The limit is per client: another client is not held back.
+      expect((await request(http).get('/v1/payments').set('Authorization', `Bearer ${other.apiKey}`)).status).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 });

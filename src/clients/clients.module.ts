@@ -1,10 +1,22 @@
 import { Module } from '@nestjs/common';
+import { ThrottlerModule } from '@nestjs/throttler';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/app-config';
 import { ApiKeyGuard } from './api-key.guard';
+import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
 
 @Module({
-  providers: [ClientsRepository, ClientsService, ApiKeyGuard],
-  exports: [ClientsService, ApiKeyGuard],
+  imports: [
+    ThrottlerModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({
+        throttlers: [{ ttl: config.rateLimit.windowMs, limit: config.rateLimit.requests }],
+      }),
+    }),
+  ],
+  providers: [ClientsRepository, ClientsService, ApiKeyGuard, ClientThrottlerGuard],
+  exports: [ClientsService, ApiKeyGuard, ClientThrottlerGuard],
 })
 export class ClientsModule {}

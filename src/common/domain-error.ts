@@ -14,6 +14,7 @@ export enum ErrorCode {
   OrderAlreadyPaid = 'order_already_paid',
   CardDeclined = 'card_declined',
   Unauthenticated = 'unauthenticated',
+  RateLimited = 'rate_limited',
   NotFound = 'resource_missing',
   RouteNotFound = 'route_not_found',
   MethodNotAllowed = 'method_not_allowed',

@@ -16,6 +16,7 @@ type ErrorType =
   | 'idempotency_error'
   | 'authentication_error'
   | 'card_error'
+  | 'rate_limit_error'
   | 'api_error';
 
 /** The one place error codes become HTTP. Exhaustive: a new code fails to compile until mapped. */
@@ -37,6 +38,8 @@ function statusAndType(code: ErrorCode): [number, ErrorType] {
       return [404, 'invalid_request_error'];
     case ErrorCode.MethodNotAllowed:
       return [405, 'invalid_request_error'];
+    case ErrorCode.RateLimited:
+      return [429, 'rate_limit_error'];
     case ErrorCode.IdempotencyKeyInUse:
       return [409, 'idempotency_error'];
     case ErrorCode.OrderAlreadyPaid:

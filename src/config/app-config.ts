@@ -94,6 +94,11 @@ export function loadConfig(env: Env = process.env) {
       /** How long SIGTERM waits for in-flight requests before the process exits anyway. */
       shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0),
     },
+    /** Per client and per API process: a guard against a runaway client, not a quota. */
+    rateLimit: {
+      requests: r.int('RATE_LIMIT_REQUESTS', 6_000, 1),
+      windowMs: r.int('RATE_LIMIT_WINDOW_MS', 60_000, 1_000),
+    },
     idempotency: {
       keyTtlHours: r.int('IDEMPOTENCY_KEY_TTL_HOURS', 24, 1),
       leaseMs: r.int('IDEMPOTENCY_LEASE_MS', 30_000, 100),

@@ -1,6 +1,7 @@
 import { Body, Controller, Get, Headers, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
+import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
 import type { ApiClient } from '../clients/clients.repository';
 import { requestIdOf } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
@@ -8,7 +9,7 @@ import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
 import { PaymentsService } from './payments.service';
 
 @Controller('v1/payments')
-@UseGuards(ApiKeyGuard)
+@UseGuards(ApiKeyGuard, ClientThrottlerGuard)
 export class PaymentsController {
   constructor(private readonly payments: PaymentsService) {}
 
