@@ -24,6 +24,39 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly providerAttempts = new Counter({
+    name: 'provider_attempts_total',
+    help: 'Provider calls sent, by operation and outcome: answered, or the failure class (transient, throttled, never).',
+    labelNames: ['operation', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly providerRetries = new Counter({
+    name: 'provider_retries_total',
+    help: 'Provider attempts after the first of a call, each paid with a retry-budget token.',
+    registers: [this.registry],
+  });
+
+  readonly providerRetryBudgetExhausted = new Counter({
+    name: 'provider_retry_budget_exhausted_total',
+    help: 'Provider calls that stopped instead of retrying because the retry budget was empty.',
+    registers: [this.registry],
+  });
+
+  readonly providerBreakerStateChanges = new Counter({
+    name: 'provider_breaker_state_changes_total',
+    help: 'Transitions of the provider circuit breaker, by the state entered.',
+    labelNames: ['to'] as const,
+    registers: [this.registry],
+  });
+
+  readonly providerGiveUps = new Counter({
+    name: 'provider_give_ups_total',
+    help: 'Provider calls that ended without an answer (outcome unknown), by reason.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -12,6 +12,7 @@ export enum MockProviderErrorCode {
   RouteNotFound = 'route_not_found',
   RateLimited = 'rate_limited',
   ServiceUnavailable = 'service_unavailable',
+  DeadlineExceeded = 'deadline_exceeded',
   Internal = 'internal_error',
 }
 

@@ -19,6 +19,7 @@ const STATUS: Record<MockProviderErrorCode, number> = {
   [MockProviderErrorCode.RouteNotFound]: 404,
   [MockProviderErrorCode.RateLimited]: 429,
   [MockProviderErrorCode.ServiceUnavailable]: 503,
+  [MockProviderErrorCode.DeadlineExceeded]: 504,
   [MockProviderErrorCode.Internal]: 500,
 };
 

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { RETRY_RULES, classifyError, classifyStatus, ruleFor } from './provider-errors';
 
 function codeError(code: string, message = `${code} happened`): Error {
@@ -10,6 +12,13 @@ function fetchFailed(cause: unknown): TypeError {
 }
 
 describe('retry table', () => {
+  it('is the table of docs/retries.md, row for row', () => {
+    const docs = readFileSync(resolve(__dirname, '../../docs/retries.md'), 'utf8');
+    const rows = docs.matchAll(/^\| `([^`]+)` \| (transient|throttled|never) \|/gm);
+    const documented = [...rows].map(([, failure, disposition]) => ({ failure, disposition }));
+    expect(documented).toEqual(RETRY_RULES.map(({ failure, disposition }) => ({ failure, disposition })));
+  });
+
   it('names each failure once', () => {
     const names = RETRY_RULES.map((r) => r.failure);
     expect(new Set(names).size).toBe(names.length);

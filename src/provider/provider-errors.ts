@@ -15,6 +15,9 @@
  * transient: may succeed if tried again; retried with backoff.
  * throttled: the provider asked us to slow down; retried, honouring Retry-After.
  * never: the same request would fail the same way, or the caller gave up.
+ *
+ * transient and throttled failures also count against the circuit breaker;
+ * never does not: a definitive answer, even a 4xx, shows the provider is up.
  */
 export type Disposition = 'transient' | 'throttled' | 'never';
 
@@ -64,6 +67,11 @@ export const RETRY_RULES = [
   },
   { failure: 'aborted', disposition: 'never', why: 'the caller aborted' },
   {
+    failure: 'circuit open',
+    disposition: 'never',
+    why: 'the circuit breaker refused the attempt: nothing was sent this time',
+  },
+  {
     failure: 'other error',
     disposition: 'never',
     why: 'an unrecognised failure: not retried blindly, logged so it can be classified',
@@ -71,6 +79,14 @@ export const RETRY_RULES = [
 ] as const satisfies readonly RetryRule[];
 
 export type Failure = (typeof RETRY_RULES)[number]['failure'];
+
+/** A failed attempt: the rule that classifies it, one line for logs, and the server's wait hint. */
+export interface AttemptFailure {
+  readonly rule: RetryRule;
+  readonly reason: string;
+  /** From Retry-After, on the answers whose rule honours it. */
+  readonly retryAfterMs?: number;
+}
 
 const RULES = new Map<string, RetryRule>(RETRY_RULES.map((rule) => [rule.failure, rule]));
 

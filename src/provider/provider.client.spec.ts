@@ -3,10 +3,14 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { loadConfig } from '../config/app-config';
+import { type AppConfig, loadConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
+import { Metrics } from '../metrics/metrics';
+import { MetricsModule } from '../metrics/metrics.module';
+import { ProviderBreaker } from './provider-breaker';
 import { PROVIDER_CLIENT_DEPS, ProviderClient, type ProviderClientDeps } from './provider.client';
 import { ProviderModule } from './provider.module';
+import { RetryBudget } from './retry-budget';
 
 const CHARGE = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
 const INPUT = {
@@ -85,6 +89,24 @@ function config(url: string, env: Record<string, string> = {}) {
   });
 }
 
+/** The client with a budget, a breaker and metrics of its own, as ProviderModule wires them. */
+function wire(cfg: AppConfig, deps?: Partial<ProviderClientDeps>) {
+  const metrics = new Metrics();
+  const budget = new RetryBudget(cfg.provider.retryBudget.capacity, cfg.provider.retryBudget.refund);
+  const breaker = new ProviderBreaker(cfg, metrics);
+  return { client: new ProviderClient(cfg, budget, breaker, metrics, deps), budget, breaker, metrics };
+}
+
+function clientFor(cfg: AppConfig, deps?: Partial<ProviderClientDeps>): ProviderClient {
+  return wire(cfg, deps).client;
+}
+
+async function counter(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = (await metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
+  const match = metric.find((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want));
+  return match?.value ?? 0;
+}
+
 /** A fake clock that only moves when the client sleeps: retries cost no real time. */
 function fakeTime(random = 0.5) {
   const clock = { t: 0, slept: [] as number[] };
@@ -107,6 +129,7 @@ beforeEach(() => {
     warn: jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined),
   };
   jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined);
+  jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
 });
 afterEach(() => jest.restoreAllMocks());
 
@@ -119,7 +142,7 @@ function gaveUpEntry(): Record<string, unknown> {
 
 describe('ProviderClient.createCharge', () => {
   it('posts the charge with the idempotency key, request id and JSON body', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(201))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(201))), fakeTime().deps);
     await expect(client.createCharge(INPUT, { requestId: 'req_1' })).resolves.toEqual({
       kind: 'answered',
       charge: CHARGE,
@@ -141,14 +164,14 @@ describe('ProviderClient.createCharge', () => {
 
   it('returns a declined charge as an answer, without retrying', async () => {
     const declined = { ...CHARGE, status: 'failed', failure_code: 'card_declined' };
-    const client = new ProviderClient(config(await startProvider(reply(201, declined))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(201, declined))), fakeTime().deps);
     await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: declined });
     expect(received).toHaveLength(1);
   });
 
   it('retries a 503 with the same key after a full-jitter wait', async () => {
     const { clock, deps } = fakeTime(0.5);
-    const client = new ProviderClient(config(await startProvider(reply(503, 'busy'), reply(201))), deps);
+    const client = clientFor(config(await startProvider(reply(503, 'busy'), reply(201))), deps);
     await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received.map((r) => r.headers['idempotency-key'])).toEqual(['pk_pay_1', 'pk_pay_1']);
     expect(received[1].body).toBe(received[0].body);
@@ -159,7 +182,7 @@ describe('ProviderClient.createCharge', () => {
   it('grows the full-jitter ceiling per retry, up to the cap', async () => {
     const { clock, deps } = fakeTime(0.999);
     const url = await startProvider(reply(503));
-    const client = new ProviderClient(config(url, { PROVIDER_MAX_ATTEMPTS: '6', PROVIDER_BACKOFF_CAP_MS: '500' }), deps);
+    const client = clientFor(config(url, { PROVIDER_MAX_ATTEMPTS: '6', PROVIDER_BACKOFF_CAP_MS: '500' }), deps);
     await client.createCharge(INPUT);
     expect(clock.slept.map(Math.round)).toEqual([100, 200, 400, 500, 500]);
   });
@@ -167,7 +190,7 @@ describe('ProviderClient.createCharge', () => {
   it('waits at least the Retry-After of a 429 before retrying', async () => {
     const { clock, deps } = fakeTime(0);
     const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
-    const client = new ProviderClient(config(url), deps);
+    const client = clientFor(config(url), deps);
     await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received).toHaveLength(2);
     expect(clock.slept).toEqual([1000]);
@@ -176,14 +199,14 @@ describe('ProviderClient.createCharge', () => {
   it('honours an HTTP-date Retry-After on a 503, read against the wall clock', async () => {
     const { clock, deps } = fakeTime(0);
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': 'Thu, 01 Jan 2026 00:00:03 GMT' }), reply(201));
-    const client = new ProviderClient(config(url), deps);
+    const client = clientFor(config(url), deps);
     await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
     expect(clock.slept).toEqual([3000]);
   });
 
   it('really sleeps for a Retry-After of 1 s with the default clock and sleep', async () => {
     const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
-    const client = new ProviderClient(config(url));
+    const client = clientFor(config(url));
     const started = performance.now();
     await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
     const elapsed = performance.now() - started;
@@ -193,14 +216,14 @@ describe('ProviderClient.createCharge', () => {
   });
 
   it('retries a lost reply (socket destroyed after the request was read)', async () => {
-    const client = new ProviderClient(config(await startProvider(hangUp, reply(201))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(hangUp, reply(201))), fakeTime().deps);
     await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received).toHaveLength(2);
     expect(received[1].headers['idempotency-key']).toBe('pk_pay_1');
   });
 
   it('gives up on lost replies after maxAttempts, naming the socket error', async () => {
-    const client = new ProviderClient(config(await startProvider(hangUp)), fakeTime().deps);
+    const client = clientFor(config(await startProvider(hangUp)), fakeTime().deps);
     const result = await client.createCharge(INPUT);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^UND_ERR_SOCKET|^ECONNRESET/);
@@ -209,7 +232,7 @@ describe('ProviderClient.createCharge', () => {
 
   it('abandons an attempt at the per-attempt timeout and retries', async () => {
     const url = await startProvider(slow(3000), reply(201));
-    const client = new ProviderClient(config(url, { PROVIDER_TIMEOUT_MS: '200' }), fakeTime().deps);
+    const client = clientFor(config(url, { PROVIDER_TIMEOUT_MS: '200' }), fakeTime().deps);
     const started = performance.now();
     await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(performance.now() - started).toBeLessThan(2000);
@@ -218,7 +241,7 @@ describe('ProviderClient.createCharge', () => {
 
   it('caps the per-attempt timeout at the time left before the deadline', async () => {
     const url = await startProvider(slow(3000));
-    const client = new ProviderClient(config(url)); // timeout 2000 ms; real clock, as time must pass
+    const client = clientFor(config(url)); // timeout 2000 ms; real clock, as time must pass
     const started = performance.now();
     const result = await client.createCharge(INPUT, { deadlineMs: 150 });
     expect(performance.now() - started).toBeLessThan(1500);
@@ -228,10 +251,11 @@ describe('ProviderClient.createCharge', () => {
 
   it('does not retry a 400, and logs it at error level with key and request id', async () => {
     const url = await startProvider(reply(400, { error: { code: 'parameter_invalid' } }));
-    const client = new ProviderClient(config(url), fakeTime().deps);
+    const client = clientFor(config(url), fakeTime().deps);
     const result = await client.createCharge(INPUT, { requestId: 'req_400' });
     expect(result).toEqual({
       kind: 'unknown',
+      gaveUp: 'not_retryable',
       attempts: 1,
       reason: 'HTTP 400 {"error":{"code":"parameter_invalid"}} (not retried)',
     });
@@ -241,7 +265,7 @@ describe('ProviderClient.createCharge', () => {
   });
 
   it('does not retry a 422 (same key, other parameters) or a 501', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(422, 'mismatch'), reply(501))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(422, 'mismatch'), reply(501))), fakeTime().deps);
     await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
     await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(received).toHaveLength(2);
@@ -249,7 +273,7 @@ describe('ProviderClient.createCharge', () => {
 
   it('treats a malformed 2xx body as unknown, not as an answer, and does not retry', async () => {
     const url = await startProvider(reply(201, { ...CHARGE, amount: '500' }));
-    const client = new ProviderClient(config(url), fakeTime().deps);
+    const client = clientFor(config(url), fakeTime().deps);
     const result = await client.createCharge(INPUT);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a malformed charge/);
@@ -258,15 +282,20 @@ describe('ProviderClient.createCharge', () => {
   });
 
   it('treats a 2xx with invalid JSON as unknown', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(201, '{"id":'))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(201, '{"id":'))), fakeTime().deps);
     await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
   });
 
   it('makes at most maxAttempts attempts, then fails loudly', async () => {
     const { clock, deps } = fakeTime();
-    const client = new ProviderClient(config(await startProvider(reply(503, 'down'))), deps);
+    const client = clientFor(config(await startProvider(reply(503, 'down'))), deps);
     const result = await client.createCharge(INPUT, { requestId: 'req_3' });
-    expect(result).toEqual({ kind: 'unknown', attempts: 3, reason: 'HTTP 503 down (3 of 3 attempts used)' });
+    expect(result).toEqual({
+      kind: 'unknown',
+      gaveUp: 'attempts_exhausted',
+      attempts: 3,
+      reason: 'HTTP 503 down (3 of 3 attempts used)',
+    });
     expect(received).toHaveLength(3);
     expect(clock.slept).toHaveLength(2);
     expect(logs.warn).toHaveBeenCalledTimes(1);
@@ -276,7 +305,7 @@ describe('ProviderClient.createCharge', () => {
   });
 
   it('lets the caller lower maxAttempts to 1', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(503))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(503))), fakeTime().deps);
     await expect(client.createCharge(INPUT, { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(received).toHaveLength(1);
   });
@@ -284,7 +313,7 @@ describe('ProviderClient.createCharge', () => {
   it('gives up at once when Retry-After does not fit in the remaining deadline', async () => {
     const { clock, deps } = fakeTime();
     const url = await startProvider(reply(429, 'later', { 'Retry-After': '5' }), reply(201));
-    const client = new ProviderClient(config(url), deps);
+    const client = clientFor(config(url), deps);
     const result = await client.createCharge(INPUT, { deadlineMs: 2000 });
     expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/next attempt due in 5000 ms, only 2000 ms left/);
@@ -295,7 +324,7 @@ describe('ProviderClient.createCharge', () => {
   it('stops retrying when the waits have used up the deadline', async () => {
     const { clock, deps } = fakeTime();
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': '1' }));
-    const client = new ProviderClient(config(url, { PROVIDER_MAX_ATTEMPTS: '10' }), deps);
+    const client = clientFor(config(url, { PROVIDER_MAX_ATTEMPTS: '10' }), deps);
     const result = await client.createCharge(INPUT, { deadlineMs: 2500 });
     // 1 s + 1 s of waiting fits in 2.5 s; a third wait would not.
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
@@ -307,7 +336,7 @@ describe('ProviderClient.createCharge', () => {
     const url = await startProvider(reply(201));
     server.close();
     await once(server, 'close');
-    const client = new ProviderClient(config(url), fakeTime().deps);
+    const client = clientFor(config(url), fakeTime().deps);
     const result = await client.createCharge(INPUT);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^ECONNREFUSED/);
@@ -315,22 +344,155 @@ describe('ProviderClient.createCharge', () => {
 
   it('ends a wait as soon as the caller aborts', async () => {
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': '5' }), reply(201));
-    const client = new ProviderClient(config(url)); // real sleep
+    const client = clientFor(config(url)); // real sleep
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
     const started = performance.now();
     const result = await client.createCharge(INPUT, { signal: controller.signal });
     expect(performance.now() - started).toBeLessThan(2000);
-    expect(result).toEqual({ kind: 'unknown', attempts: 1, reason: 'HTTP 503 busy (aborted by the caller)' });
+    expect(result).toEqual({
+      kind: 'unknown',
+      gaveUp: 'aborted',
+      attempts: 1,
+      reason: 'HTTP 503 busy (aborted by the caller)',
+    });
     expect(received).toHaveLength(1);
   });
 
   it('ends an attempt as soon as the caller aborts, without retrying', async () => {
-    const client = new ProviderClient(config(await startProvider(slow(3000))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(slow(3000))), fakeTime().deps);
     const result = await client.createCharge(INPUT, { signal: AbortSignal.timeout(100) });
-    expect(result).toMatchObject({ kind: 'unknown', attempts: 1, reason: 'aborted by the caller (not retried)' });
+    expect(result).toMatchObject({
+      kind: 'unknown',
+      gaveUp: 'aborted',
+      attempts: 1,
+      reason: 'attempt abandoned (aborted by the caller)',
+    });
     expect(received).toHaveLength(1);
     expect(logs.warn).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('ProviderClient deadline propagation', () => {
+  it('tells the provider how long each attempt will wait for its reply', async () => {
+    const url = await startProvider(reply(503, 'busy', { 'Retry-After': '1' }), reply(201));
+    const client = clientFor(config(url), fakeTime().deps);
+    await client.createCharge(INPUT, { deadlineMs: 2500 });
+    // The first attempt waits its full timeout; the second, after 1 s, only what is left of the deadline.
+    expect(received.map((r) => r.headers['x-request-deadline-ms'])).toEqual(['2000', '1500']);
+  });
+
+  it('sends the time left when it is shorter than the per-attempt timeout', async () => {
+    const client = clientFor(config(await startProvider(reply(200))), fakeTime().deps);
+    await client.getCharge('pk_pay_1', { deadlineMs: 150 });
+    expect(received[0].headers['x-request-deadline-ms']).toBe('150');
+  });
+});
+
+describe('ProviderClient retry budget', () => {
+  it('stops retrying once the process-wide budget is empty, logs why, and counts it', async () => {
+    const url = await startProvider(reply(503, 'down'));
+    const { client, budget, metrics } = wire(
+      config(url, { PROVIDER_RETRY_BUDGET_CAPACITY: '2', PROVIDER_RETRY_BUDGET_REFUND: '0' }),
+      fakeTime().deps,
+    );
+
+    const first = await client.createCharge(INPUT, { requestId: 'req_a' });
+    expect(first).toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
+    expect(budget.tokens).toBe(0);
+    logs.warn.mockClear();
+
+    const second = await client.createCharge(INPUT, { requestId: 'req_b' });
+    expect(second).toEqual({
+      kind: 'unknown',
+      gaveUp: 'budget_exhausted',
+      attempts: 1,
+      reason: 'HTTP 503 down (retry budget empty (0.00 of 2 tokens))',
+    });
+    expect(received).toHaveLength(4);
+    expect(gaveUpEntry()).toMatchObject({ gaveUp: 'budget_exhausted', requestId: 'req_b', retryBudgetTokens: 0 });
+    expect(await counter(metrics, 'provider_retry_budget_exhausted_total')).toBe(1);
+    expect(await counter(metrics, 'provider_retries_total')).toBe(2);
+    expect(await counter(metrics, 'provider_give_ups_total', { reason: 'budget_exhausted' })).toBe(1);
+    expect(await counter(metrics, 'provider_attempts_total', { operation: 'create_charge', outcome: 'transient' })).toBe(
+      4,
+    );
+  });
+
+  it('is refunded by first attempts, so healthy traffic earns retries back', async () => {
+    const url = await startProvider(reply(503), reply(201), reply(200));
+    const { client, budget } = wire(
+      config(url, { PROVIDER_RETRY_BUDGET_CAPACITY: '3', PROVIDER_RETRY_BUDGET_REFUND: '0.5' }),
+      fakeTime().deps,
+    );
+    await client.createCharge(INPUT); // full bucket: the refund is lost at the cap, the retry spends 1
+    expect(budget.tokens).toBe(2);
+    await client.getCharge('pk_pay_1');
+    expect(budget.tokens).toBe(2.5);
+  });
+});
+
+describe('ProviderClient circuit breaker', () => {
+  const breakerEnv = { PROVIDER_BREAKER_THRESHOLD: '3', PROVIDER_BREAKER_HALF_OPEN_MS: '60000' };
+
+  it('opens after the threshold of consecutive transient failures, then refuses without sending', async () => {
+    const url = await startProvider(reply(503, 'down'));
+    const { client, breaker, metrics } = wire(config(url, breakerEnv), fakeTime().deps);
+
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
+    expect(breaker.state).toBe('open');
+    expect(client.unavailableForMs()).toBeGreaterThan(59_000);
+
+    const refused = await client.getCharge('pk_pay_1', { requestId: 'req_r' });
+    expect(refused).toEqual({
+      kind: 'unknown',
+      gaveUp: 'breaker_open',
+      attempts: 1,
+      reason: 'circuit breaker open, nothing sent (not retried)',
+    });
+    expect(received).toHaveLength(3);
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'open' })).toBe(1);
+    expect(await counter(metrics, 'provider_give_ups_total', { reason: 'breaker_open' })).toBe(1);
+    // An open circuit is expected trouble, not a bug: a warning, not an error.
+    expect(logs.error).not.toHaveBeenCalled();
+  });
+
+  it('ends a call whose retries find the circuit opened meanwhile, as unknown', async () => {
+    const url = await startProvider(reply(503, 'down'));
+    const { client } = wire(config(url, { ...breakerEnv, PROVIDER_MAX_ATTEMPTS: '5' }), fakeTime().deps);
+
+    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ gaveUp: 'breaker_open', attempts: 4 });
+    expect(received).toHaveLength(3);
+  });
+
+  it('does not count definitive answers or 4xx against the provider', async () => {
+    const url = await startProvider(reply(503), reply(503), reply(404, { error: 'no' }), reply(503), reply(503));
+    const { client, breaker } = wire(config(url, breakerEnv), fakeTime().deps);
+
+    await client.getCharge('pk_1', { maxAttempts: 1 });
+    await client.getCharge('pk_2', { maxAttempts: 1 });
+    await expect(client.getCharge('pk_3')).resolves.toEqual({ kind: 'not_found' });
+    await client.getCharge('pk_4', { maxAttempts: 1 });
+    await client.getCharge('pk_5', { maxAttempts: 1 });
+    expect(breaker.state).toBe('closed');
+  });
+
+  it('lets a probe through once half-open, and closes on its success', async () => {
+    const url = await startProvider(reply(503), reply(200));
+    const { client, breaker, metrics } = wire(
+      config(url, { PROVIDER_BREAKER_THRESHOLD: '1', PROVIDER_BREAKER_HALF_OPEN_MS: '50' }),
+      fakeTime().deps,
+    );
+    await client.getCharge('pk_pay_1', { maxAttempts: 1 });
+    expect(breaker.state).toBe('open');
+
+    const deadline = Date.now() + 5_000;
+    while (client.unavailableForMs() > 0 && Date.now() < deadline) await new Promise((wake) => setTimeout(wake, 10));
+    expect(client.unavailableForMs()).toBe(0);
+    await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'found' });
+    expect(breaker.state).toBe('closed');
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'half_open' })).toBe(1);
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'closed' })).toBe(1);
   });
 });
 
@@ -338,7 +500,7 @@ describe('ProviderClient call options', () => {
   it.each([{ maxAttempts: 0 }, { maxAttempts: 1.5 }, { maxAttempts: Number.NaN }, { deadlineMs: 0 }, { deadlineMs: Number.NaN }])(
     'rejects %j as a caller bug, before calling the provider',
     async (opts) => {
-      const client = new ProviderClient(config(await startProvider(reply(201))), fakeTime().deps);
+      const client = clientFor(config(await startProvider(reply(201))), fakeTime().deps);
       await expect(client.createCharge(INPUT, opts)).rejects.toThrow(RangeError);
       expect(received).toHaveLength(0);
     },
@@ -347,7 +509,7 @@ describe('ProviderClient call options', () => {
 
 describe('ProviderClient.getCharge', () => {
   it('finds a charge by provider key, without an idempotency key', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(200))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(200))), fakeTime().deps);
     await expect(client.getCharge('pk/odd key', { requestId: 'req_g' })).resolves.toEqual({
       kind: 'found',
       charge: CHARGE,
@@ -358,19 +520,19 @@ describe('ProviderClient.getCharge', () => {
   });
 
   it('reports a 404 as not_found, without retrying', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(404, { error: 'not found' }))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(404, { error: 'not found' }))), fakeTime().deps);
     await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'not_found' });
     expect(received).toHaveLength(1);
   });
 
   it('retries a 503 and then finds the charge', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
     await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
     expect(received).toHaveLength(2);
   });
 
   it('is unknown, after one attempt, when the caller passes maxAttempts: 1', async () => {
-    const client = new ProviderClient(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
+    const client = clientFor(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
     await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({
       kind: 'unknown',
       attempts: 1,
@@ -383,7 +545,7 @@ describe('ProviderModule', () => {
   it('builds the client from the configuration alone', async () => {
     const url = await startProvider(reply(200));
     const moduleRef = await Test.createTestingModule({
-      imports: [ConfigModule.forRoot(config(url)), ProviderModule],
+      imports: [ConfigModule.forRoot(config(url)), MetricsModule, ProviderModule],
     }).compile();
     const client = moduleRef.get(ProviderClient);
     await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
@@ -394,8 +556,13 @@ describe('ProviderModule', () => {
     const url = await startProvider(reply(503), reply(200));
     const { clock, deps } = fakeTime(0.5);
     const moduleRef = await Test.createTestingModule({
-      imports: [ConfigModule.forRoot(config(url))],
-      providers: [ProviderClient, { provide: PROVIDER_CLIENT_DEPS, useValue: deps }],
+      imports: [ConfigModule.forRoot(config(url)), MetricsModule],
+      providers: [
+        ProviderClient,
+        ProviderBreaker,
+        { provide: RetryBudget, useValue: new RetryBudget(10, 0.1) },
+        { provide: PROVIDER_CLIENT_DEPS, useValue: deps },
+      ],
     }).compile();
     await expect(moduleRef.get(ProviderClient).getCharge('pk_pay_1')).resolves.toMatchObject({ kind: 'found' });
     expect(clock.slept).toEqual([50]);

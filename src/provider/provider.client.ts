@@ -1,11 +1,13 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { backoffDelayMs, type Random } from './backoff';
+import { Metrics } from '../metrics/metrics';
+import { ProviderBreaker } from './provider-breaker';
 import { parseProviderCharge, type ProviderCharge } from './provider-charge';
-import { classifyError, classifyStatus, ruleFor, type RetryRule } from './provider-errors';
+import { type AttemptFailure, classifyError, classifyStatus, ruleFor } from './provider-errors';
 import { parseRetryAfterMs } from './retry-after';
+import { RetryBudget } from './retry-budget';
+import { type GiveUpReason, type RetryClock, type RetryOutcome, SYSTEM_CLOCK, retry } from './retry-policy';
 
 export type { ProviderCharge } from './provider-charge';
 
@@ -30,9 +32,14 @@ export interface ChargeInput {
   reference: string;
 }
 
+/** Why a call ended without an answer: the retry policy's reasons, or the open circuit. */
+export type GiveUp = GiveUpReason | 'breaker_open';
+
 /** The provider could not give a trustworthy answer: a charge may or may not exist. */
 export interface UnknownOutcome {
   kind: 'unknown';
+  /** 'breaker_open': the last try was refused by the circuit breaker and sent nothing. */
+  gaveUp: GiveUp;
   reason: string;
   attempts: number;
 }
@@ -45,41 +52,28 @@ export type LookupResult =
   | UnknownOutcome;
 
 /** Time and randomness, injectable so tests run without waiting. */
-export interface ProviderClientDeps {
-  /** Monotonic milliseconds, for deadlines: immune to wall-clock jumps. */
-  now(): number;
+export interface ProviderClientDeps extends RetryClock {
   /** Epoch milliseconds, only to read an HTTP-date Retry-After. */
   wallClock(): number;
-  /** Resolves after `ms`, or earlier once `signal` aborts (never rejects for that). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-  random: Random;
 }
 
 /** Optional Nest token for ProviderClientDeps; production provides nothing and gets real time. */
 export const PROVIDER_CLIENT_DEPS = Symbol('PROVIDER_CLIENT_DEPS');
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch((error: unknown) => {
-    if (!signal?.aborted) throw error;
-  });
-}
+const DEFAULT_DEPS: ProviderClientDeps = { ...SYSTEM_CLOCK, wallClock: () => Date.now() };
 
-const DEFAULT_DEPS: ProviderClientDeps = {
-  now: () => performance.now(),
-  wallClock: () => Date.now(),
-  sleep: abortableSleep,
-  random: Math.random,
-};
+/**
+ * How long this attempt's caller will wait for the reply, in milliseconds. A
+ * duration rather than an instant, so the provider needs no clock agreement
+ * with us; it counts from when the request arrives.
+ */
+const DEADLINE_HEADER = 'X-Request-Deadline-Ms';
 
-interface AttemptFailure {
-  rule: RetryRule;
-  reason: string;
-  retryAfterMs?: number;
-}
-
-type Attempt<T> = { answer: T } | { failure: AttemptFailure };
+type Attempt<T> = { value: T } | { failure: AttemptFailure };
 
 interface Call<T> {
+  /** The provider_attempts_total label. */
+  operation: 'create_charge' | 'get_charge';
   method: 'GET' | 'POST';
   path: string;
   providerKey: string;
@@ -93,12 +87,16 @@ interface Call<T> {
  * 'unknown'; provider trouble never throws. 'unknown' means a charge may exist:
  * the caller keeps the payment pending and reconciliation asks again later.
  *
- * Retry policy: up to maxAttempts attempts inside one overall deadline; each
- * attempt times out after min(PROVIDER_TIMEOUT_MS, time left). Between attempts,
- * full-jitter backoff (PROVIDER_BACKOFF_BASE_MS, PROVIDER_BACKOFF_CAP_MS), or the
- * provider's Retry-After on 429/503 when it is longer. A wait that would end past
- * the deadline is not started: the call gives up at once. Which failures are
- * retried is the table in provider-errors.ts.
+ * This is the API's one layer of in-request retries (the worker calls with
+ * maxAttempts: 1: its ladder is its retry layer). The loop is retry-policy.ts:
+ * up to maxAttempts attempts inside one overall deadline, full-jitter backoff
+ * (PROVIDER_BACKOFF_BASE_MS, PROVIDER_BACKOFF_CAP_MS) or the provider's longer
+ * Retry-After, each retry paid from the process's retry budget. Each attempt
+ * times out after min(PROVIDER_TIMEOUT_MS, time left), tells the provider so in
+ * X-Request-Deadline-Ms, and goes through the process's circuit breaker. Which
+ * failures are retried is the table in provider-errors.ts. Retrying a POST
+ * whose reply was lost is safe only because every attempt for a payment sends
+ * the same deterministic provider key: the provider replays, never re-charges.
  */
 @Injectable()
 export class ProviderClient {
@@ -107,14 +105,23 @@ export class ProviderClient {
 
   constructor(
     @InjectConfig() private readonly config: AppConfig,
+    private readonly budget: RetryBudget,
+    private readonly breaker: ProviderBreaker,
+    private readonly metrics: Metrics,
     @Optional() @Inject(PROVIDER_CLIENT_DEPS) deps: Partial<ProviderClientDeps> = {},
   ) {
     this.deps = { ...DEFAULT_DEPS, ...deps };
   }
 
+  /** How long from now the provider's circuit refuses calls: 0 when a call may go. */
+  unavailableForMs(): number {
+    return this.breaker.refusingForMs();
+  }
+
   createCharge(input: ChargeInput, opts: CallOptions = {}): Promise<ChargeResult> {
     return this.call<ChargeResult>(
       {
+        operation: 'create_charge',
         method: 'POST',
         path: '/charges',
         providerKey: input.providerKey,
@@ -136,6 +143,7 @@ export class ProviderClient {
   getCharge(providerKey: string, opts: CallOptions = {}): Promise<LookupResult> {
     return this.call<LookupResult>(
       {
+        operation: 'get_charge',
         method: 'GET',
         path: `/charges/${encodeURIComponent(providerKey)}`,
         providerKey,
@@ -143,7 +151,7 @@ export class ProviderClient {
           if (response.ok) return this.readCharge(response, (charge) => ({ kind: 'found', charge }));
           if (response.status === 404) {
             await response.body?.cancel();
-            return { answer: { kind: 'not_found' } };
+            return { value: { kind: 'not_found' } };
           }
           return { failure: await this.statusFailure(response) };
         },
@@ -153,56 +161,51 @@ export class ProviderClient {
   }
 
   private async call<T>(call: Call<T>, opts: CallOptions): Promise<T | UnknownOutcome> {
-    const { timeoutMs, backoffBaseMs, backoffCapMs } = this.config.provider;
-    const maxAttempts = opts.maxAttempts ?? this.config.provider.maxAttempts;
-    const deadlineMs = opts.deadlineMs ?? this.config.provider.deadlineMs;
-    // A caller's bug, not provider trouble: NaN here would mean retrying until the deadline.
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
-      throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
-    }
-    if (!(deadlineMs > 0)) throw new RangeError(`deadlineMs must be positive, got ${deadlineMs}`);
-    const deadline = this.deps.now() + deadlineMs;
-    const giveUp = (attempts: number, why: string, last?: AttemptFailure) =>
-      this.giveUp(call, opts, attempts, why, last);
-
-    let last: AttemptFailure | undefined;
-    for (let attempts = 0; ; ) {
-      if (opts.signal?.aborted) return giveUp(attempts, 'aborted by the caller', last);
-      const left = deadline - this.deps.now();
-      if (left <= 0) return giveUp(attempts, 'deadline reached', last);
-
-      attempts++;
+    const { timeoutMs, maxAttempts, deadlineMs, backoffBaseMs, backoffCapMs } = this.config.provider;
+    const policy = {
+      maxAttempts: opts.maxAttempts ?? maxAttempts,
+      deadlineMs: opts.deadlineMs ?? deadlineMs,
+      backoff: { variant: 'full', baseMs: backoffBaseMs, capMs: backoffCapMs },
+    } as const;
+    const outcome = await retry(
+      policy,
       // AbortSignal.timeout takes whole milliseconds; rounding up overshoots by < 1 ms.
-      const outcome = await this.attempt(call, Math.ceil(Math.min(timeoutMs, left)), opts);
-      if ('answer' in outcome) return outcome.answer;
-      last = outcome.failure;
-
-      if (last.rule.disposition === 'never') return giveUp(attempts, 'not retried', last);
-      if (attempts >= maxAttempts) return giveUp(attempts, `${attempts} of ${maxAttempts} attempts used`, last);
-      const backoffMs = backoffDelayMs(
-        { variant: 'full', baseMs: backoffBaseMs, capMs: backoffCapMs },
-        attempts - 1,
-        undefined,
-        this.deps.random,
-      );
-      const waitMs = Math.max(backoffMs, last.retryAfterMs ?? 0);
-      const leftNow = deadline - this.deps.now();
-      // Never sleep past the deadline: waiting only to give up later helps nobody.
-      const wait = `${Math.round(waitMs)} ms`;
-      if (waitMs >= leftNow) {
-        return giveUp(attempts, `next attempt due in ${wait}, only ${Math.round(leftNow)} ms left`, last);
-      }
-      this.logger.debug(
-        `Provider ${call.method} ${call.path} attempt ${attempts} failed (${last.reason}); retrying in ${wait}`,
-      );
-      await this.deps.sleep(waitMs, opts.signal);
-    }
+      (leftMs) => this.attempt(call, Math.ceil(Math.min(timeoutMs, leftMs)), opts),
+      {
+        signal: opts.signal,
+        budget: this.budget,
+        onRetry: (attempt, waitMs, failure) => {
+          this.metrics.providerRetries.inc();
+          this.logger.debug(
+            `Provider ${call.method} ${call.path} attempt ${attempt} failed (${failure.reason}); ` +
+              `retrying in ${Math.round(waitMs)} ms`,
+          );
+        },
+      },
+      this.deps,
+    );
+    return outcome.kind === 'done' ? outcome.value : this.giveUp(call, opts, outcome);
   }
 
+  /** One attempt, through the circuit breaker: a refused attempt sends nothing. */
   private async attempt<T>(call: Call<T>, timeoutMs: number, opts: CallOptions): Promise<Attempt<T>> {
+    const run = await this.breaker.run(
+      () => this.send(call, timeoutMs, opts),
+      (sent) => 'failure' in sent && sent.failure.rule.disposition !== 'never',
+    );
+    if (run === 'refused') {
+      return { failure: { rule: ruleFor('circuit open'), reason: 'circuit breaker open, nothing sent' } };
+    }
+    const sent = run.result;
+    const outcome = 'value' in sent ? 'answered' : sent.failure.rule.disposition;
+    this.metrics.providerAttempts.inc({ operation: call.operation, outcome });
+    return sent;
+  }
+
+  private async send<T>(call: Call<T>, timeoutMs: number, opts: CallOptions): Promise<Attempt<T>> {
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
-    const headers: Record<string, string> = { Accept: 'application/json' };
+    const headers: Record<string, string> = { Accept: 'application/json', [DEADLINE_HEADER]: String(timeoutMs) };
     if (call.body !== undefined) headers['Content-Type'] = 'application/json';
     if (call.method === 'POST') headers['Idempotency-Key'] = call.providerKey;
     if (opts.requestId) headers['X-Request-Id'] = opts.requestId;
@@ -222,7 +225,7 @@ export class ProviderClient {
     } catch (error) {
       // Decided from our own signals, not from the error: the caller may abort with
       // any reason, and a timeout can surface as a socket error mid-body.
-      if (opts.signal?.aborted) return { failure: { rule: ruleFor('aborted'), reason: 'aborted by the caller' } };
+      if (opts.signal?.aborted) return { failure: { rule: ruleFor('aborted'), reason: 'attempt abandoned' } };
       if (timeout.aborted) {
         return { failure: { rule: ruleFor('timeout'), reason: `no answer within ${timeoutMs} ms` } };
       }
@@ -233,7 +236,7 @@ export class ProviderClient {
   private async readCharge<T>(response: Response, answer: (charge: ProviderCharge) => T): Promise<Attempt<T>> {
     const text = await response.text();
     const charge = parseProviderCharge(parseJson(text));
-    if (charge) return { answer: answer(charge) };
+    if (charge) return { value: answer(charge) };
     const reason = `HTTP ${response.status} with a malformed charge: ${snippet(text) || '(empty body)'}`;
     return { failure: { rule: ruleFor('malformed body'), reason } };
   }
@@ -255,24 +258,28 @@ export class ProviderClient {
   private giveUp(
     call: Call<unknown>,
     opts: CallOptions,
-    attempts: number,
-    why: string,
-    last?: AttemptFailure,
+    { reason: stoppedBy, detail, attempts, last }: Extract<RetryOutcome<unknown>, { kind: 'gave_up' }>,
   ): UnknownOutcome {
-    const reason = last ? `${last.reason} (${why})` : why;
+    const gaveUp: GiveUp = last?.rule.failure === 'circuit open' ? 'breaker_open' : stoppedBy;
+    const reason = last ? `${last.reason} (${detail})` : detail;
+    this.metrics.providerGiveUps.inc({ reason: gaveUp });
+    if (gaveUp === 'budget_exhausted') this.metrics.providerRetryBudgetExhausted.inc();
     const entry = {
       msg:
         `Provider ${call.method} ${call.path} gave up after ${attempts} attempt(s), outcome unknown: ${reason}; ` +
         `provider key ${call.providerKey}, request id ${opts.requestId ?? 'none'}`,
+      gaveUp,
       providerKey: call.providerKey,
       requestId: opts.requestId,
       attempts,
       lastError: last?.reason,
+      retryBudgetTokens: this.budget.tokens,
+      circuit: this.breaker.state,
     };
     // A non-retryable failure (a 4xx, a malformed answer) means a bug on one side.
-    if (last?.rule.disposition === 'never' && last.rule.failure !== 'aborted') this.logger.error(entry);
+    if (gaveUp === 'not_retryable') this.logger.error(entry);
     else this.logger.warn(entry);
-    return { kind: 'unknown', reason, attempts };
+    return { kind: 'unknown', gaveUp, reason, attempts };
   }
 }
 

@@ -1,0 +1,194 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import type { AttemptFailure } from './provider-errors';
+import type { RetryBudget } from './retry-budget';
+
+/**
+ * The one retry policy of every provider call: how long to wait between
+ * attempts, how many to make and when to stop. The API's provider client runs
+ * its in-request retries through `retry`, the reconciliation worker spaces its
+ * ladder with `backoffDelayMs`, and the retry lab (scripts/sim.ts) reproduces
+ * the seeds' figures with both, so a figure in docs/retries.md is a figure of
+ * this code.
+ *
+ * Backoff formulas after the AWS Architecture Blog article "Exponential Backoff
+ * And Jitter". Numbering: `retry` is the 0-based index of the retry being
+ * scheduled, so the wait before attempt 2 is retry 0, whose exponential
+ * ceiling is min(cap, base * 2^0) = min(cap, base).
+ */
+
+/** A uniform random source in [0, 1), like Math.random. */
+export type Random = () => number;
+
+export const BACKOFF_VARIANTS = ['none', 'exponential', 'full', 'equal', 'decorrelated'] as const;
+export type BackoffVariant = (typeof BACKOFF_VARIANTS)[number];
+
+export interface BackoffPolicy {
+  readonly variant: BackoffVariant;
+  readonly baseMs: number;
+  readonly capMs: number;
+}
+
+/** Capped exponential ceiling: min(cap, base * 2^retry). */
+export function exponentialMs(retry: number, baseMs: number, capMs: number): number {
+  if (!Number.isInteger(retry) || retry < 0) {
+    throw new RangeError(`retry must be a non-negative integer, got ${retry}`);
+  }
+  // 2^1023 is the largest finite power of two: a larger exponent would give
+  // Infinity, and 0 * Infinity (a zero base) would be NaN instead of 0.
+  return Math.min(capMs, baseMs * 2 ** Math.min(retry, 1023));
+}
+
+/**
+ * How long to wait before retry number `retry` (0-based).
+ *
+ * - none: 0, retry at once (the baseline that shows why backoff exists).
+ * - exponential: e = min(cap, base * 2^retry), no jitter.
+ * - full: random(0, e).
+ * - equal: e/2 + random(0, e/2).
+ * - decorrelated: min(cap, random(base, previous * 3)), where `previousMs` is the
+ *   delay returned for the previous retry (base for the first one). It ignores
+ *   `retry`: its growth comes from the previous delay, so callers keep that state.
+ *
+ * random(a, b) is uniform on [a, b): a + random() * (b - a).
+ */
+export function backoffDelayMs(
+  policy: BackoffPolicy,
+  retry: number,
+  previousMs: number = policy.baseMs,
+  random: Random = Math.random,
+): number {
+  const { baseMs, capMs } = policy;
+  const e = exponentialMs(retry, baseMs, capMs);
+  switch (policy.variant) {
+    case 'none':
+      return 0;
+    case 'exponential':
+      return e;
+    case 'full':
+      return random() * e;
+    case 'equal':
+      return e / 2 + random() * (e / 2);
+    case 'decorrelated':
+      return Math.min(capMs, baseMs + random() * (previousMs * 3 - baseMs));
+  }
+}
+
+/**
+ * mulberry32: a tiny seeded PRNG (32-bit state), good enough for reproducible
+ * tests and simulations; not for anything secret.
+ */
+export function mulberry32(seed: number): Random {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export interface RetryPolicy {
+  /** Total attempts, the first one included. */
+  readonly maxAttempts: number;
+  /** For the whole call: every attempt and every wait. */
+  readonly deadlineMs: number;
+  readonly backoff: BackoffPolicy;
+}
+
+/** Time and chance, injectable so tests and simulations never wait. */
+export interface RetryClock {
+  /** Monotonic milliseconds: a deadline must not move with the wall clock. */
+  now(): number;
+  /** Resolves after `ms`, or as soon as `signal` aborts (never rejects for that). */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  random: Random;
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return delay(ms, undefined, { signal }).catch((error: unknown) => {
+    if (!signal?.aborted) throw error;
+  });
+}
+
+export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: abortableSleep, random: Math.random };
+
+/** Why a call stopped without an answer; also the label of provider_give_ups_total. */
+export type GiveUpReason = 'not_retryable' | 'attempts_exhausted' | 'deadline' | 'budget_exhausted' | 'aborted';
+
+export type RetryOutcome<T> =
+  | { kind: 'done'; value: T; attempts: number }
+  | { kind: 'gave_up'; reason: GiveUpReason; detail: string; attempts: number; last?: AttemptFailure };
+
+export interface RetryOptions {
+  /** Aborting ends the wait under way at once; the attempt under way is the caller's to end. */
+  signal?: AbortSignal;
+  /** Refunded by the first attempt, spent by each retry; without one, only maxAttempts limits retries. */
+  budget?: RetryBudget;
+  /** Told before each wait, so the caller can count and log the retry. */
+  onRetry?(attempt: number, waitMs: number, failure: AttemptFailure): void;
+}
+
+/**
+ * Runs `attempt` until it gives a value or there is a reason to stop: a failure
+ * the table says not to retry, maxAttempts attempts made, the deadline, an
+ * empty retry budget or the caller's abort. `attempt` gets the milliseconds
+ * left before the deadline, to bound its own timeout.
+ *
+ * Between attempts it waits the backoff delay, or the server's Retry-After when
+ * that is longer: a hint is a floor, never a reason to come back sooner. A wait
+ * that would end past the deadline is never started: the call gives up at once
+ * rather than sleep only to give up afterwards, so a Retry-After is honoured
+ * only while it fits in the time left.
+ */
+export async function retry<T>(
+  policy: RetryPolicy,
+  attempt: (timeLeftMs: number) => Promise<{ value: T } | { failure: AttemptFailure }>,
+  options: RetryOptions = {},
+  clock: RetryClock = SYSTEM_CLOCK,
+): Promise<RetryOutcome<T>> {
+  const { maxAttempts, deadlineMs, backoff } = policy;
+  // A caller's bug, not provider trouble: NaN here would mean retrying until the deadline.
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+    throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
+  }
+  if (!(deadlineMs > 0)) throw new RangeError(`deadlineMs must be positive, got ${deadlineMs}`);
+  const { signal, budget } = options;
+  const deadline = clock.now() + deadlineMs;
+  let attempts = 0;
+  let last: AttemptFailure | undefined;
+  let previousMs = backoff.baseMs;
+  const gaveUp = (reason: GiveUpReason, detail: string): RetryOutcome<T> => ({
+    kind: 'gave_up',
+    reason,
+    detail,
+    attempts,
+    last,
+  });
+
+  for (;;) {
+    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
+    const left = deadline - clock.now();
+    if (left <= 0) return gaveUp('deadline', 'deadline reached');
+    if (attempts === 0) budget?.refundFirstAttempt();
+    attempts++;
+    const result = await attempt(left);
+    if ('value' in result) return { kind: 'done', value: result.value, attempts };
+    last = result.failure;
+
+    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
+    if (last.rule.disposition === 'never') return gaveUp('not_retryable', 'not retried');
+    if (attempts >= maxAttempts) return gaveUp('attempts_exhausted', `${attempts} of ${maxAttempts} attempts used`);
+    previousMs = backoffDelayMs(backoff, attempts - 1, previousMs, clock.random);
+    const waitMs = Math.max(previousMs, last.retryAfterMs ?? 0);
+    const leftNow = deadline - clock.now();
+    if (waitMs >= leftNow) {
+      return gaveUp('deadline', `next attempt due in ${Math.round(waitMs)} ms, only ${Math.round(leftNow)} ms left`);
+    }
+    if (budget && !budget.trySpendRetry()) {
+      return gaveUp('budget_exhausted', `retry budget empty (${budget.tokens.toFixed(2)} of ${budget.capacity} tokens)`);
+    }
+    options.onRetry?.(attempts, waitMs, last);
+    await clock.sleep(waitMs, signal);
+  }
+}
