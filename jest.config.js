@@ -12,7 +12,7 @@ module.exports = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform,
-      testMatch: ['<rootDir>/src/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts'],
     },
     {
       displayName: 'e2e',

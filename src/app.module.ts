@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
@@ -16,6 +17,7 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         loggingModule(config, 'payments-api'),
+        CrashPointModule,
         DatabaseModule,
         PaymentsModule,
         HealthModule,

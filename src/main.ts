@@ -1,12 +1,19 @@
 import 'reflect-metadata';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
+import pino from 'pino';
 import { AppModule } from './app.module';
 import { configureHttpApp } from './common/http-app';
+import { closeConnectionsAfterReplyOnShutdown } from './common/http-shutdown';
 import { loadConfigOrExit } from './config/app-config';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
+  // Spawned with an IPC channel (the process harness does), leave with the
+  // parent however it died, so a killed test run leaves no API behind.
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   const app = await NestFactory.create(AppModule.forRoot(config), { bodyParser: false, bufferLogs: true });
   app.useLogger(app.get(Logger));
   configureHttpApp(app);
@@ -16,8 +23,12 @@ async function bootstrap(): Promise<void> {
   process.once('SIGTERM', () => {
     setTimeout(() => process.exit(1), config.http.shutdownGraceMs).unref();
   });
+  closeConnectionsAfterReplyOnShutdown(app.getHttpServer() as Server);
   await app.listen(config.http.port);
-  app.get(Logger).log({ msg: 'payments API listening', port: config.http.port });
+  const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
+  // Written whatever LOG_LEVEL says: whoever started the API with PORT=0
+  // reads the bound port from this line.
+  pino({ name: 'payments-api' }).info({ port, url: `http://127.0.0.1:${port}` }, 'listening');
 }
 
 void bootstrap();

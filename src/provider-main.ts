@@ -1,8 +1,8 @@
 import { NestFactory } from '@nestjs/core';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Logger } from 'nestjs-pino';
 import pino from 'pino';
+import { closeConnectionsAfterReplyOnShutdown } from './common/http-shutdown';
 import { loadConfigOrExit } from './config/app-config';
 import { MockProviderModule } from './mock-provider/mock-provider.module';
 
@@ -27,26 +27,6 @@ async function bootstrap(): Promise<void> {
   // Written whatever LOG_LEVEL says: whoever started the provider with
   // PROVIDER_PORT=0 reads the bound port from this line.
   pino({ name: 'mock-provider' }).info({ port, url: `http://127.0.0.1:${port}` }, 'listening');
-}
-
-/**
- * Closing the server keeps a connection open for keepAliveTimeout after its
- * last reply: the replies still in flight when a shutdown signal comes carry
- * Connection: close instead, so the process exits as soon as they are sent.
- */
-function closeConnectionsAfterReplyOnShutdown(server: Server): void {
-  const inFlight = new Set<ServerResponse>();
-  server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
-    inFlight.add(response);
-    response.once('close', () => inFlight.delete(response));
-  });
-  const closeAfterReply = () => {
-    for (const response of inFlight) {
-      if (!response.headersSent) response.setHeader('Connection', 'close');
-    }
-  };
-  process.once('SIGTERM', closeAfterReply);
-  process.once('SIGINT', closeAfterReply);
 }
 
 bootstrap().catch((error: unknown) => {

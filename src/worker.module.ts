@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { MetricsModule } from './metrics/metrics.module';
@@ -12,7 +13,14 @@ export class WorkerModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(config), loggingModule(config, 'payments-worker'), DatabaseModule, MetricsModule, ReconciliationModule],
+      imports: [
+        ConfigModule.forRoot(config),
+        loggingModule(config, 'payments-worker'),
+        CrashPointModule,
+        DatabaseModule,
+        MetricsModule,
+        ReconciliationModule,
+      ],
     };
   }
 }

@@ -1,16 +1,22 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
+import pino from 'pino';
 import { loadConfigOrExit } from './config/app-config';
 import { WorkerModule } from './worker.module';
 
 /** SIGTERM closes the BullMQ worker: it takes no new job and waits for the running ones. */
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
+  // Spawned with an IPC channel (the process harness does), leave with the
+  // parent however it died, so a killed test run leaves no worker behind.
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), { bufferLogs: true });
   app.useLogger(app.get(Logger));
-  app.enableShutdownHooks();
-  app.get(Logger).log({ msg: 'reconciliation worker started', queuePrefix: config.queuePrefix });
+  // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
+  // Written whatever LOG_LEVEL says: it is how a supervisor knows the worker is up.
+  pino({ name: 'payments-worker' }).info({ queuePrefix: config.queuePrefix }, 'started');
 }
 
 void bootstrap();

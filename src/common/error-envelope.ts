@@ -1,4 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
+import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 import { DomainError, ErrorCode } from './domain-error';
 
 export interface ErrorEnvelope {
@@ -126,7 +127,12 @@ export function infrastructureErrorToDomain(error: unknown): DomainError | undef
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
   if (
     (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) ||
-    /Connection terminated|timeout exceeded when trying to connect/i.test(message)
+    /Connection terminated|timeout exceeded when trying to connect/i.test(message) ||
+    // TypeORM releases a transaction's connection when the server drops it
+    // (a restart, a terminated backend); the transaction's next statement, or
+    // its COMMIT, then fails with one of these instead of the socket error.
+    error instanceof QueryRunnerProviderAlreadyReleasedError ||
+    error instanceof QueryRunnerAlreadyReleasedError
   ) {
     return new DomainError(ErrorCode.ServiceUnavailable, 'The service is temporarily unavailable; retry later.', {
       retryAfterSeconds: 1,

@@ -27,7 +27,8 @@ export function configureHttpApp(app: INestApplication): void {
   });
   app.useGlobalPipes(new StrictValidationPipe());
   app.useGlobalFilters(new ErrorEnvelopeFilter());
-  app.enableShutdownHooks();
+  // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
 
   const openApi = new DocumentBuilder()
     .setTitle('Payments API')

@@ -11,6 +11,8 @@ describe('loadConfig', () => {
     expect(config.mockProvider.port).toBe(4010);
     expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000 });
     expect(config.reconcile.staleAfterMs).toBe(60_000);
+    expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
+    expect(config.provider.breaker).toEqual({ threshold: 10, halfOpenAfterMs: 5_000 });
   });
 
   it('reads and types the values it is given', () => {
@@ -31,6 +33,10 @@ describe('loadConfig', () => {
     ['PROVIDER_FAILURE_RATE', '1.5'],
     ['LOG_LEVEL', 'loud'],
     ['QUEUE_PREFIX', 'a b'],
+    ['PROVIDER_RETRY_BUDGET_CAPACITY', '0'],
+    ['PROVIDER_RETRY_BUDGET_REFUND', '2'],
+    ['PROVIDER_BREAKER_THRESHOLD', 'many'],
+    ['PROVIDER_BREAKER_HALF_OPEN_MS', '0'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {
     expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^Invalid configuration: ${variable} `));
@@ -39,6 +45,18 @@ describe('loadConfig', () => {
   it('refuses a lease that a live request could outlast', () => {
     expect(() => loadConfig({ IDEMPOTENCY_LEASE_MS: '5000', PROVIDER_DEADLINE_MS: '8000' })).toThrow(
       /IDEMPOTENCY_LEASE_MS must exceed PROVIDER_DEADLINE_MS/,
+    );
+  });
+
+  it('takes a crash point outside production, and refuses one in production', () => {
+    expect(loadConfig({}).crashPoint).toEqual({ point: undefined, signal: 'SIGKILL' });
+    expect(loadConfig({ CRASH_POINT: 'after_claim', CRASH_POINT_SIGNAL: 'SIGSTOP' }).crashPoint).toEqual({
+      point: 'after_claim',
+      signal: 'SIGSTOP',
+    });
+    expect(() => loadConfig({ CRASH_POINT: 'whenever' })).toThrow(/^Invalid configuration: CRASH_POINT must be one of /);
+    expect(() => loadConfig({ NODE_ENV: 'production', CRASH_POINT: 'after_claim' })).toThrow(
+      'Invalid configuration: CRASH_POINT must not be set when NODE_ENV is production (got "after_claim")',
     );
   });
 

@@ -72,10 +72,24 @@ class Reader {
     const value = this.raw(name, '');
     return value === '' ? undefined : value;
   }
+
+  optionalOneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
+    const value = this.optionalString(name);
+    if (value !== undefined && !(allowed as readonly string[]).includes(value)) {
+      throw new ConfigError(name, `must be one of ${allowed.join(', ')}`, value);
+    }
+    return value as T | undefined;
+  }
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const NODE_ENVS = ['development', 'production', 'test'] as const;
+
+/** The phase boundaries where CRASH_POINT stops a process (see common/crash-point.ts). */
+export const CRASH_POINTS = ['after_claim', 'during_provider_call', 'before_outcome', 'worker_mid_job'] as const;
+export type CrashPointName = (typeof CRASH_POINTS)[number];
+/** SIGKILL crashes; SIGSTOP freezes the process until it is sent SIGCONT, as a long stall would. */
+const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
 
 export function loadConfig(env: Env = process.env) {
   const r = new Reader(env);
@@ -110,6 +124,16 @@ export function loadConfig(env: Env = process.env) {
       deadlineMs: r.int('PROVIDER_DEADLINE_MS', 8_000, 1),
       backoffBaseMs: r.int('PROVIDER_BACKOFF_BASE_MS', 100, 0),
       backoffCapMs: r.int('PROVIDER_BACKOFF_CAP_MS', 1_000, 0),
+      /** Per process, shared by every call: each retry spends a token, each first attempt refunds `refund`. */
+      retryBudget: {
+        capacity: r.int('PROVIDER_RETRY_BUDGET_CAPACITY', 10, 1, 1_000_000),
+        refund: r.ratio('PROVIDER_RETRY_BUDGET_REFUND', 0.1),
+      },
+      /** Per process: consecutive transient failures that open the circuit, and how long it stays open. */
+      breaker: {
+        threshold: r.int('PROVIDER_BREAKER_THRESHOLD', 10, 1, 10_000),
+        halfOpenAfterMs: r.int('PROVIDER_BREAKER_HALF_OPEN_MS', 5_000, 1),
+      },
     },
     reconcile: {
       intervalMs: r.int('RECONCILE_INTERVAL_MS', 10_000, 50),
@@ -135,7 +159,15 @@ export function loadConfig(env: Env = process.env) {
       /** Where charges are journaled so they survive a restart of the provider itself. */
       dataFile: r.optionalString('PROVIDER_DATA_FILE'),
     },
+    /** Fault injection for the crash tests; refused in production. */
+    crashPoint: {
+      point: r.optionalOneOf('CRASH_POINT', CRASH_POINTS),
+      signal: r.oneOf('CRASH_POINT_SIGNAL', 'SIGKILL', CRASH_SIGNALS),
+    },
   };
+  if (config.nodeEnv === 'production' && config.crashPoint.point !== undefined) {
+    throw new ConfigError('CRASH_POINT', 'must not be set when NODE_ENV is production', config.crashPoint.point);
+  }
   if (config.provider.timeoutMs > config.provider.deadlineMs) {
     throw new ConfigError(
       'PROVIDER_TIMEOUT_MS',

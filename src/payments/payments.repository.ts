@@ -162,16 +162,21 @@ export class PaymentsRepository {
     return rows.map((row) => row.id);
   }
 
-  /** Counts one more reconciliation attempt and sets when the next one is due. */
-  async postponeReconciliation(db: EntityManager, id: string, delayMs: number): Promise<number> {
+  /** Sets when the next reconciliation attempt is due, counting the one just made unless told otherwise. */
+  async postponeReconciliation(
+    db: EntityManager,
+    id: string,
+    delayMs: number,
+    { countAttempt = true } = {},
+  ): Promise<number> {
     const row = await queryRow<{ reconcile_attempts: number }>(
       db,
       `UPDATE payments
-          SET reconcile_attempts = reconcile_attempts + 1,
+          SET reconcile_attempts = reconcile_attempts + $3,
               next_reconcile_at = now() + $2 * interval '1 millisecond'
         WHERE id = $1 AND status = 'pending'
         RETURNING reconcile_attempts`,
-      [id, delayMs],
+      [id, delayMs, countAttempt ? 1 : 0],
     );
     return row?.reconcile_attempts ?? 0;
   }

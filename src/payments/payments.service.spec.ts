@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { QueryFailedError } from 'typeorm';
+import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { loadConfig } from '../config/app-config';
 import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
@@ -55,13 +56,16 @@ function setup() {
   const keys = strictMock<IdempotencyRepository>('keys');
   const payments = strictMock<PaymentsRepository>('payments');
   const provider = strictMock<ProviderClient>('provider');
+  provider.unavailableForMs = jest.fn().mockReturnValue(0);
+  const config = loadConfig({});
   const sut = new PaymentsService(
     dataSource as unknown as DataSource,
     keys,
     payments,
     provider,
     new Metrics(),
-    loadConfig({}),
+    config,
+    new CrashPoint(config),
   );
   const command: CreatePaymentCommand = {
     clientId: 'client_1',
@@ -211,5 +215,17 @@ describe('PaymentsService.create', () => {
     expect(await domainCode(sut.create({ ...command, idempotencyKeyHeader: undefined }))).toBe(
       ErrorCode.IdempotencyKeyMissing,
     );
+  });
+
+  it('answers provider_unavailable with Retry-After while the circuit is open, before claiming anything', async () => {
+    const { sut, provider, dataSource, command } = setup();
+    provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+
+    const error = await sut.create(command).catch((thrown: unknown) => thrown);
+
+    expect(error).toBeInstanceOf(DomainError);
+    expect(error).toMatchObject({ code: ErrorCode.ProviderUnavailable, details: { retryAfterSeconds: 5 } });
+    // keys.claim and provider.createCharge are not stubbed: reaching either would have thrown.
+    expect(dataSource.transaction).not.toHaveBeenCalled();
   });
 });

@@ -3,6 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { isUniqueViolation } from '../database/sql';
 import {
@@ -68,6 +69,7 @@ export class PaymentsService {
     private readonly provider: ProviderClient,
     private readonly metrics: Metrics,
     @InjectConfig() private readonly config: AppConfig,
+    private readonly crashPoint: CrashPoint,
   ) {}
 
   async create(command: CreatePaymentCommand): Promise<PaymentReply> {
@@ -79,10 +81,12 @@ export class PaymentsService {
 
   private async createOrReplay(command: CreatePaymentCommand): Promise<PaymentReply> {
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
+    this.refuseWhileProviderDown();
     const start = await this.claimAndCreatePending(command, key);
     if (start.kind === 'replay') {
       return { ...start.response, headers: { 'Idempotent-Replayed': 'true' } };
     }
+    this.crashPoint.reach('after_claim', { paymentId: start.payment.id });
     return this.charge(start.payment, start.lease, command.requestId);
   }
 
@@ -117,6 +121,7 @@ export class PaymentsService {
    * it at once, and answers 202: the outcome is unknown, never guessed.
    */
   private async charge(payment: Payment, lease: Lease, requestId?: string): Promise<PaymentReply> {
+    this.crashPoint.reach('during_provider_call', { paymentId: payment.id });
     const result = await this.provider.createCharge(
       {
         providerKey: payment.providerKey,
@@ -127,6 +132,7 @@ export class PaymentsService {
       },
       { requestId },
     );
+    this.crashPoint.reach('before_outcome', { paymentId: payment.id });
     const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge) : undefined;
     if (outcome) {
       const response = await this.recordOutcome(lease, payment.id, outcome);
@@ -162,13 +168,19 @@ export class PaymentsService {
   }
 
   /**
-   * The worker's "not yet": counts the attempt, sets when the next one is due
-   * and releases the lease, in one transaction fenced like recordOutcome.
+   * The worker's "not yet": counts the attempt (unless none was made: the
+   * provider's circuit was open), sets when the next one is due and releases
+   * the lease, in one transaction fenced like recordOutcome.
    */
-  async postponeReconciliation(lease: Lease, paymentId: string, delayMs: number): Promise<boolean> {
+  async postponeReconciliation(
+    lease: Lease,
+    paymentId: string,
+    delayMs: number,
+    { countAttempt = true } = {},
+  ): Promise<boolean> {
     return this.dataSource.transaction(async (db) => {
       if (!(await this.keys.lockIfLeaseHeld(db, lease))) return false;
-      await this.payments.postponeReconciliation(db, paymentId, delayMs);
+      await this.payments.postponeReconciliation(db, paymentId, delayMs, { countAttempt });
       await this.keys.release(db, lease);
       return true;
     });
@@ -258,6 +270,23 @@ export class PaymentsService {
     const state = await this.keys.find(this.dataSource.manager, lease.clientId, lease.key);
     if (state?.response) return { ...state.response, headers: { 'Idempotent-Replayed': 'true' } };
     throw this.inProgress();
+  }
+
+  /**
+   * Before any work: while the provider's circuit is open a charge cannot
+   * succeed, so nothing is claimed or written and the client learns when to
+   * come back. Once the circuit is due for a probe this lets the request
+   * through, and its charge is the probe.
+   */
+  private refuseWhileProviderDown(): void {
+    const waitMs = this.provider.unavailableForMs();
+    if (waitMs > 0) {
+      throw new DomainError(
+        ErrorCode.ProviderUnavailable,
+        'The payment provider is unavailable; nothing was done. Retry later.',
+        { retryAfterSeconds: Math.ceil(waitMs / 1000) },
+      );
+    }
   }
 
   private inProgress(): DomainError {

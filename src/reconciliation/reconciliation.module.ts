@@ -6,7 +6,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { PaymentsModule } from '../payments/payments.module';
 import { ProviderModule } from '../provider/provider.module';
 import { RECONCILIATION_QUEUE } from './reconciliation.constants';
-import { ReconciliationProcessor } from './reconciliation.processor';
+import { ReconciliationProcessor, reconciliationProcessorFor } from './reconciliation.processor';
 import { ReconciliationScheduler } from './reconciliation.scheduler';
 import { ReconciliationService } from './reconciliation.service';
 
@@ -24,7 +24,16 @@ import { ReconciliationService } from './reconciliation.service';
     PaymentsModule,
     ProviderModule,
   ],
-  providers: [ReconciliationService, ReconciliationProcessor, ReconciliationScheduler],
+  providers: [
+    ReconciliationService,
+    {
+      provide: ReconciliationProcessor,
+      inject: [ReconciliationService, APP_CONFIG],
+      useFactory: (service: ReconciliationService, config: AppConfig) =>
+        new (reconciliationProcessorFor(config))(service),
+    },
+    ReconciliationScheduler,
+  ],
   exports: [ReconciliationService],
 })
 export class ReconciliationModule {}

@@ -1,23 +1,28 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import type { OnApplicationBootstrap } from '@nestjs/common';
+import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Logger, type Type } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import type { AppConfig } from '../config/app-config';
-import { InjectConfig } from '../config/config.module';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
 
 /** Thin and safe to run twice: every job re-reads Postgres and acts under a lease. */
-@Processor(RECONCILIATION_QUEUE)
-export class ReconciliationProcessor extends WorkerHost implements OnApplicationBootstrap {
-  constructor(
-    private readonly reconciliation: ReconciliationService,
-    @InjectConfig() private readonly config: AppConfig,
-  ) {
+export class ReconciliationProcessor extends WorkerHost {
+  private readonly logger = new Logger(ReconciliationProcessor.name);
+
+  constructor(private readonly reconciliation: ReconciliationService) {
     super();
   }
 
-  onApplicationBootstrap(): void {
-    this.worker.concurrency = this.config.reconcile.concurrency;
+  /** A failed job is removed; the next sweep queues the payment again, so this is a log line, not a loss. */
+  @OnWorkerEvent('failed')
+  onFailed(job: Job | undefined, error: Error): void {
+    this.logger.error({ msg: 'reconciliation job failed', job: job?.name, jobId: job?.id, err: error });
+  }
+
+  /** Redis trouble (a lost connection, keys gone after a flush): logged as JSON, not printed raw. */
+  @OnWorkerEvent('error')
+  onError(error: Error): void {
+    this.logger.error({ msg: 'reconciliation worker error', err: error });
   }
 
   async process(job: Job): Promise<unknown> {
@@ -32,4 +37,28 @@ export class ReconciliationProcessor extends WorkerHost implements OnApplication
         throw new Error(`unknown job ${job.name}`);
     }
   }
+}
+
+/**
+ * The processor for one configuration: BullMQ's worker options are arguments
+ * of @Processor, which a class declared once cannot take from the
+ * configuration, hence a subclass per configuration.
+ *
+ * A job's BullMQ lock lasts as long as the lease the job takes. The lock
+ * matters only once its worker has died: the job then keeps its id,
+ * reconcile-<payment id>, so no sweep can queue the payment again until
+ * BullMQ finds the lock expired (it looks every stalledInterval) and puts the
+ * job back. Tied to the lease, a payment whose worker died waits about as
+ * long as one whose request died; BullMQ's own defaults (30 s and 30 s) would
+ * make it wait up to a minute, whatever the lease.
+ */
+export function reconciliationProcessorFor(config: AppConfig): Type<ReconciliationProcessor> {
+  const { leaseMs } = config.idempotency;
+  @Processor(RECONCILIATION_QUEUE, {
+    concurrency: config.reconcile.concurrency,
+    lockDuration: leaseMs,
+    stalledInterval: leaseMs,
+  })
+  class ConfiguredReconciliationProcessor extends ReconciliationProcessor {}
+  return ConfiguredReconciliationProcessor;
 }

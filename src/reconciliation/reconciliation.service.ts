@@ -5,16 +5,20 @@ import type { Queue } from 'bullmq';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
 import type { Payment } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
 import { PaymentsRepository } from '../payments/payments.repository';
 import { PaymentsService } from '../payments/payments.service';
-import { backoffDelayMs } from '../provider/backoff';
+import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 
 export type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
+
+/** askProvider's "the breaker refused": not an answer, and not an attempt either. */
+const CIRCUIT_OPEN = 'circuit_open';
 
 /** Keeps one prune run from holding a worker slot for long; the next run goes on. */
 const MAX_PRUNE_BATCHES_PER_RUN = 100;
@@ -37,6 +41,7 @@ export class ReconciliationService {
     private readonly provider: ProviderClient,
     @InjectQueue(RECONCILIATION_QUEUE) private readonly queue: Queue,
     @InjectConfig() private readonly config: AppConfig,
+    private readonly crashPoint: CrashPoint,
   ) {}
 
   /**
@@ -74,6 +79,8 @@ export class ReconciliationService {
       throw new Error(`key of payment ${paymentId} is unfinished but the payment is not pending`);
     }
     const outcome = await this.askProvider(payment);
+    this.crashPoint.reach('worker_mid_job', { paymentId });
+    if (outcome === CIRCUIT_OPEN) return this.deferWhileProviderDown(lease, payment);
     if (outcome) {
       const recorded = await this.payments.recordOutcome(lease, paymentId, outcome);
       if (recorded) this.logger.log({ msg: 'payment reconciled', paymentId, status: outcome.status });
@@ -97,12 +104,13 @@ export class ReconciliationService {
   /**
    * Asks the provider by provider key; a charge it never received is
    * submitted now with that same key, so this can never make a second charge.
+   * CIRCUIT_OPEN when the breaker refused a call, so the provider could not answer.
    */
-  private async askProvider(payment: Payment): Promise<FinalOutcome | undefined> {
+  private async askProvider(payment: Payment): Promise<FinalOutcome | typeof CIRCUIT_OPEN | undefined> {
     const single = { maxAttempts: 1 };
     const lookup = await this.provider.getCharge(payment.providerKey, single);
     if (lookup.kind === 'found') return outcomeOfCharge(lookup.charge);
-    if (lookup.kind === 'unknown') return undefined;
+    if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
     const submitted = await this.provider.createCharge(
       {
         providerKey: payment.providerKey,
@@ -113,7 +121,18 @@ export class ReconciliationService {
       },
       single,
     );
-    return submitted.kind === 'answered' ? outcomeOfCharge(submitted.charge) : undefined;
+    if (submitted.kind === 'answered') return outcomeOfCharge(submitted.charge);
+    return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
+  }
+
+  /**
+   * The provider's circuit is open: no attempt was made, so none is counted
+   * towards requires_review; the payment comes back once a probe may go.
+   */
+  private async deferWhileProviderDown(lease: Lease, payment: Payment): Promise<ReconcileResult> {
+    const delayMs = this.provider.unavailableForMs();
+    const deferred = await this.payments.postponeReconciliation(lease, payment.id, delayMs, { countAttempt: false });
+    return deferred ? 'postponed' : 'skipped';
   }
 
   /**

@@ -1,0 +1,177 @@
+import 'reflect-metadata';
+import { parseArgs } from 'node:util';
+import { type JobType, Queue } from 'bullmq';
+import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
+import { createDataSource } from '../src/database/data-source';
+import type { Charge } from '../src/mock-provider/mock-provider.types';
+import type { PaymentStatus } from '../src/payments/payment';
+import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
+import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-audit';
+
+/**
+ * `npm run audit`: compares the provider's ledger (GET /charges) with the
+ * payments table and prints one JSON summary. Exit 0: consistent; 1: at least
+ * one violation; 2: the audit could not run (a store unreachable, a bad flag).
+ * The rules are in lib/ledger-audit.ts; this file reads, in an order that
+ * makes the reads safe on a live system (see readLedger).
+ */
+
+export interface AuditOptions {
+  /** Examples kept per kind of violation. */
+  maxExamples: number;
+  /** Slack for a late sweep before a stale pending payment counts as forgotten. */
+  graceMs: number;
+}
+
+export const DEFAULT_AUDIT_OPTIONS: AuditOptions = { maxExamples: 5, graceMs: 5_000 };
+
+const PROVIDER_TIMEOUT_MS = 30_000;
+/** A reconcile job in any of these states will run; completed and failed ones will not. */
+const LIVE_JOB_STATES: JobType[] = ['active', 'waiting', 'delayed', 'prioritized', 'waiting-children'];
+const RECONCILE_JOB_PREFIX = 'reconcile-';
+
+interface PaymentRow {
+  id: string;
+  client_id: string;
+  order_id: string | null;
+  status: PaymentStatus;
+  amount: number;
+  currency: string;
+  provider_key: string;
+  provider_charge_id: string | null;
+  created_at_ms: number;
+  next_reconcile_at_ms: number;
+  has_key: boolean;
+  leased_until_ms: number | null;
+}
+
+export async function runAudit(config: AppConfig, options: AuditOptions = DEFAULT_AUDIT_OPTIONS): Promise<AuditReport> {
+  const ledger = await readLedger(config);
+  return auditLedger({
+    ...ledger,
+    staleAfterMs: config.reconcile.staleAfterMs,
+    sweepIntervalMs: config.reconcile.intervalMs,
+    graceMs: options.graceMs,
+    maxExamples: options.maxExamples,
+  });
+}
+
+/**
+ * Reads the three stores in the one order that is safe while payments are
+ * being made: charges first (every charge seen then has its payment committed
+ * already), then the live reconcile jobs, then the payments, then the charges
+ * again (every payment that succeeded before its read had its charge made
+ * before, so the second read holds it).
+ */
+async function readLedger(config: AppConfig) {
+  const chargesBefore = await fetchCharges(config.provider.url);
+  const queuedReconciliations = await readQueuedReconciliations(config);
+  const { now, payments } = await readPayments(config);
+  const charges = await fetchCharges(config.provider.url);
+  return {
+    now,
+    payments,
+    charges,
+    chargesReadBeforePayments: new Set(chargesBefore.map((charge) => charge.id)),
+    queuedReconciliations,
+  };
+}
+
+async function fetchCharges(providerUrl: string): Promise<Charge[]> {
+  const response = await fetch(`${providerUrl}/charges`, { signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
+  if (response.status !== 200) throw new Error(`GET ${providerUrl}/charges answered ${response.status}`);
+  return (await response.json()) as Charge[];
+}
+
+async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>> {
+  // Fail rather than wait: an audit that cannot see the queue says so (exit 2).
+  const queue = new Queue(RECONCILIATION_QUEUE, {
+    connection: { url: config.redisUrl, maxRetriesPerRequest: 1, connectTimeout: 5_000 },
+    prefix: config.queuePrefix,
+  });
+  let connectionError: unknown;
+  queue.on('error', (error) => {
+    connectionError ??= error;
+  });
+  try {
+    const jobIds = await queue.getRanges(LIVE_JOB_STATES, 0, -1);
+    return new Set(
+      jobIds.filter((id) => id.startsWith(RECONCILE_JOB_PREFIX)).map((id) => id.slice(RECONCILE_JOB_PREFIX.length)),
+    );
+  } catch (error) {
+    throw connectionError ?? error;
+  } finally {
+    await queue.close();
+  }
+}
+
+async function readPayments(config: AppConfig): Promise<{ now: number; payments: LedgerPayment[] }> {
+  const dataSource = await createDataSource(config).initialize();
+  try {
+    // One transaction, so both statements share one now(): the clock every time is read against.
+    return await dataSource.transaction(async (db) => {
+      const [{ now_ms: now }] = (await db.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS now_ms`)) as {
+        now_ms: number;
+      }[];
+      const rows = (await db.query(`
+        SELECT p.id, p.client_id, p.order_id, p.status, p.amount, p.currency, p.provider_key, p.provider_charge_id,
+               extract(epoch FROM p.created_at)::float8 * 1000 AS created_at_ms,
+               extract(epoch FROM p.next_reconcile_at)::float8 * 1000 AS next_reconcile_at_ms,
+               k.payment_id IS NOT NULL AS has_key,
+               extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
+          FROM payments p
+          LEFT JOIN idempotency_keys k ON k.payment_id = p.id`)) as PaymentRow[];
+      return {
+        now,
+        payments: rows.map((row) => ({
+          id: row.id,
+          clientId: row.client_id,
+          orderId: row.order_id,
+          status: row.status,
+          amount: row.amount,
+          currency: row.currency,
+          providerKey: row.provider_key,
+          providerChargeId: row.provider_charge_id,
+          createdAt: row.created_at_ms,
+          nextReconcileAt: row.next_reconcile_at_ms,
+          hasKey: row.has_key,
+          leasedUntil: row.leased_until_ms,
+        })),
+      };
+    });
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+function parseOptions(argv: string[]): AuditOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: { examples: { type: 'string' }, 'grace-ms': { type: 'string' } },
+    strict: true,
+  });
+  return {
+    maxExamples: nonNegativeInt('--examples', values.examples, DEFAULT_AUDIT_OPTIONS.maxExamples),
+    graceMs: nonNegativeInt('--grace-ms', values['grace-ms'], DEFAULT_AUDIT_OPTIONS.graceMs),
+  };
+}
+
+function nonNegativeInt(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value)) throw new Error(`${flag} must be a non-negative integer (got ${JSON.stringify(value)})`);
+  return Number(value);
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
+  const report = await runAudit(config, parseOptions(process.argv.slice(2)));
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+  process.exitCode = report.ok ? 0 : 1;
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`audit could not run: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  });
+}

@@ -1,0 +1,238 @@
+import 'reflect-metadata';
+import { setTimeout as delay } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import type { DataSource } from 'typeorm';
+import { ClientsRepository } from '../src/clients/clients.repository';
+import { ClientsService } from '../src/clients/clients.service';
+import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
+import { createDataSource } from '../src/database/data-source';
+import { ensureDatabase } from '../src/database/ensure-database';
+import { migrate } from '../src/database/migrate';
+import type { PaymentStatus } from '../src/payments/payment';
+import { mulberry32 } from '../src/provider/retry-policy';
+import { runAudit } from './audit';
+import { Fleet, runFaults } from './chaos/fleet';
+import { type ChaosClient, planOperations, runLoad } from './chaos/load';
+import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
+import { type PrivateRedis, startPrivateRedis } from './lib/private-redis';
+import { startProvider } from './lib/processes';
+
+/**
+ * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the
+ * mock provider (with failures, lost and late replies) under a load of
+ * retrying clients, while APIs and workers are SIGKILLed and restarted and
+ * Redis is flushed once. Then the faults stop, every payment must become
+ * terminal within the drain deadline, the ledger audit runs, and one JSON
+ * line says what happened. Exit 0: no violation; 1: a violation; 2: the run
+ * could not be made.
+ *
+ * Everything is on loopback, in a database of its own (payments_chaos unless
+ * --database says otherwise: its tables are truncated) on the server of
+ * DATABASE_URL, and in a redis-server of its own, so a run never touches
+ * what tests or other people use. Every loop is bounded: S seconds of load
+ * and faults, each client's own deadline, then the drain deadline.
+ */
+
+interface ChaosOptions {
+  payments: number;
+  seconds: number;
+  concurrency: number;
+  clients: number;
+  seed: number;
+  database: string;
+  drainSeconds: number;
+  failureRate: string;
+  examples: number;
+}
+
+/** Short enough that every payment is terminal seconds after its faults end. */
+const SERVICE_KNOBS = {
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'warn',
+  CRASH_POINT: '',
+  QUEUE_PREFIX: 'chaos',
+  SHUTDOWN_GRACE_MS: '5000',
+  IDEMPOTENCY_LEASE_MS: '2500',
+  PROVIDER_TIMEOUT_MS: '300',
+  PROVIDER_DEADLINE_MS: '1200',
+  PROVIDER_MAX_ATTEMPTS: '3',
+  PROVIDER_BACKOFF_BASE_MS: '20',
+  PROVIDER_BACKOFF_CAP_MS: '200',
+  PROVIDER_BREAKER_HALF_OPEN_MS: '1000',
+  RECONCILE_INTERVAL_MS: '200',
+  RECONCILE_STALE_AFTER_MS: '1000',
+  RECONCILE_BACKOFF_BASE_MS: '200',
+  RECONCILE_BACKOFF_CAP_MS: '2000',
+  RECONCILE_MAX_ATTEMPTS: '8',
+  RECONCILE_CONCURRENCY: '16',
+};
+
+/** How the clients behave: what a careful integration does. */
+const CLIENT_POLICY = { timeoutMs: 3_000, maxAttempts: 40, deadlineMs: 60_000, backoffBaseMs: 100, backoffCapMs: 2_000 };
+
+function parseOptions(argv: string[]): ChaosOptions {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      payments: { type: 'string', default: '300' },
+      seconds: { type: 'string', default: '30' },
+      concurrency: { type: 'string', default: '64' },
+      clients: { type: 'string', default: '8' },
+      seed: { type: 'string' },
+      database: { type: 'string', default: 'payments_chaos' },
+      'drain-seconds': { type: 'string', default: '120' },
+      'failure-rate': { type: 'string', default: '0.1' },
+      examples: { type: 'string', default: '5' },
+    },
+  });
+  const int = (flag: string, value: string, min: number, max: number) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) throw new Error(`--${flag} must be an integer from ${min} to ${max}`);
+    return n;
+  };
+  if (!/^[a-z0-9_]*chaos[a-z0-9_]*$/.test(values.database)) {
+    throw new Error('--database must be lower-case letters, digits and underscores, and contain "chaos": its tables are truncated');
+  }
+  return {
+    payments: int('payments', values.payments, 1, 1_000_000),
+    seconds: int('seconds', values.seconds, 1, 3_600),
+    concurrency: int('concurrency', values.concurrency, 1, 1_000),
+    clients: int('clients', values.clients, 1, 100),
+    seed: values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : int('seed', values.seed, 0, 2 ** 31),
+    database: values.database,
+    drainSeconds: int('drain-seconds', values['drain-seconds'], 1, 3_600),
+    failureRate: values['failure-rate'],
+    examples: int('examples', values.examples, 0, 100),
+  };
+}
+
+/** Creates and migrates the run's database, empties it, and makes the merchants' API keys. */
+async function prepareDatabase(databaseUrl: string, merchants: number): Promise<{ dataSource: DataSource; clients: ChaosClient[] }> {
+  await ensureDatabase(databaseUrl);
+  const dataSource = await createDataSource({ databaseUrl }).initialize();
+  await migrate(dataSource);
+  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients CASCADE');
+  const service = new ClientsService(new ClientsRepository(dataSource));
+  const clients: ChaosClient[] = [];
+  for (let i = 0; i < merchants; i++) {
+    const created = await service.create(`chaos merchant ${i}`);
+    clients.push({ id: created.id, apiKey: created.api_key });
+  }
+  return { dataSource, clients };
+}
+
+async function pendingCount(dataSource: DataSource): Promise<number> {
+  const [{ n }] = (await dataSource.query(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`)) as { n: number }[];
+  return n;
+}
+
+/** Polls until no payment is pending, or the deadline passes. */
+async function drain(dataSource: DataSource, deadlineMs: number): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while ((await pendingCount(dataSource)) > 0 && Date.now() < deadline) await delay(250);
+}
+
+async function readFinalState(dataSource: DataSource): Promise<{ payments: FinalPayment[]; keys: KeyRow[] }> {
+  const payments = (await dataSource.query(
+    `SELECT id, status, extract(epoch FROM updated_at - created_at)::float8 * 1000 AS ms FROM payments`,
+  )) as { id: string; status: PaymentStatus; ms: number }[];
+  const keys = (await dataSource.query(`SELECT client_id, key, payment_id FROM idempotency_keys`)) as {
+    client_id: string;
+    key: string;
+    payment_id: string;
+  }[];
+  return {
+    payments: payments.map((row) => ({ id: row.id, status: row.status, msToTerminal: row.ms })),
+    keys: keys.map((row) => ({ clientId: row.client_id, key: row.key, paymentId: row.payment_id })),
+  };
+}
+
+function progress(line: string): void {
+  process.stderr.write(`chaos: ${line}\n`);
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  const base = loadConfigOrExit();
+  const url = new URL(base.databaseUrl);
+  url.pathname = `/${options.database}`;
+  const databaseUrl = url.toString();
+  const startedAt = Date.now();
+  progress(`seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}`);
+
+  let redis: PrivateRedis | undefined;
+  // The APIs, workers and provider leave with this process (their IPC
+  // channel closes); redis-server does not, so it is killed on the way out.
+  process.once('exit', () => {
+    if (redis?.pid !== undefined) process.kill(redis.pid, 'SIGKILL');
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
+  const { dataSource, clients } = await prepareDatabase(databaseUrl, options.clients);
+  let fleet: Fleet | undefined;
+  let provider: Awaited<ReturnType<typeof startProvider>> | undefined;
+  try {
+    redis = await startPrivateRedis();
+    provider = await startProvider({
+      LOG_LEVEL: 'warn',
+      PROVIDER_FAILURE_RATE: options.failureRate,
+      PROVIDER_SLOW_REPLY_MS: '600',
+      PROVIDER_PENDING_SETTLE_MS: '1500',
+    });
+    const env = { ...SERVICE_KNOBS, DATABASE_URL: databaseUrl, REDIS_URL: redis.url, PROVIDER_URL: provider.url };
+    fleet = await Fleet.start(env, { apis: 2, workers: 2 });
+    progress(`stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}`);
+
+    const durationMs = options.seconds * 1_000;
+    const stopFaults = new AbortController();
+    const faults = runFaults(
+      fleet,
+      redis,
+      {
+        durationMs,
+        crashEveryMs: Math.min(15_000, Math.max(2_000, durationMs / 8)),
+        downMs: 1_000,
+        flushAtMs: durationMs / 2,
+      },
+      mulberry32(options.seed + 1),
+      stopFaults.signal,
+    );
+    const operations = planOperations(options.payments, clients, mulberry32(options.seed));
+    let finished = 0;
+    const report = setInterval(() => progress(`${finished}/${options.payments} operations done`), 10_000).unref();
+    const exchanges = await runLoad(
+      operations,
+      { operations: options.payments, durationMs, concurrency: options.concurrency },
+      { urls: fleet.urls, policy: { ...CLIENT_POLICY, random: mulberry32(options.seed + 2) } },
+      (done) => (finished = done),
+    );
+    clearInterval(report);
+    stopFaults.abort();
+    const faultCounts = await faults;
+    progress(`load done in ${Date.now() - startedAt} ms; faults stopped (${JSON.stringify(faultCounts)}); draining`);
+
+    await drain(dataSource, options.drainSeconds * 1_000);
+    const audit = await runAudit(loadConfig(env), { maxExamples: options.examples, graceMs: 5_000 });
+    const { payments, keys } = await readFinalState(dataSource);
+    const verdict = judge({ exchanges, payments, keys, audit, maxExamples: options.examples });
+    const line = { ...verdict, faults: faultCounts, seed: options.seed, seconds: Math.round((Date.now() - startedAt) / 1_000) };
+    process.stdout.write(`${JSON.stringify(line)}\n`);
+    return verdict.ok ? 0 : 1;
+  } finally {
+    await fleet?.stop();
+    await provider?.stop();
+    await redis?.kill();
+    await dataSource.destroy();
+  }
+}
+
+if (require.main === module) {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`chaos run could not be made: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exit(2);
+    },
+  );
+}

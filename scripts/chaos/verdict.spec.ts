@@ -1,0 +1,159 @@
+import { type AuditReport, type Example, VIOLATION_KINDS } from '../lib/ledger-audit';
+import type { HttpReply, Reply } from '../lib/payment-client';
+import { type Exchange, type FinalPayment, type KeyRow, judge } from './verdict';
+
+function cleanAudit(overrides: Partial<Record<(typeof VIOLATION_KINDS)[number], number>> = {}): AuditReport {
+  const violations = Object.fromEntries(
+    VIOLATION_KINDS.map((kind) => [
+      kind,
+      { count: overrides[kind] ?? 0, examples: (overrides[kind] ? [{ payment_id: `pay_${kind}` }] : []) as Example[] },
+    ]),
+  ) as AuditReport['violations'];
+  return {
+    ok: Object.keys(overrides).length === 0,
+    payments: { total: 0, pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
+    charges: { total: 3, pending: 0, succeeded: 2, failed: 1 },
+    requires_review_charged: 0,
+    violations,
+  };
+}
+
+const http = (status: number, facts: Partial<HttpReply> = {}): Reply => ({ kind: 'http', status, replayed: false, ms: 5, ...facts });
+const created = (paymentId: string) => http(201, { paymentId, paymentStatus: 'succeeded' });
+const lostReply: Reply = { kind: 'network', error: 'ECONNRESET', ms: 5 };
+
+function sut(
+  exchanges: Exchange[],
+  payments: FinalPayment[],
+  keys: KeyRow[],
+  audit: AuditReport = cleanAudit(),
+) {
+  return judge({ exchanges, payments, keys, audit, maxExamples: 2 });
+}
+
+const exchange = (key: string, replies: Reply[], reuse = false): Exchange => ({ clientId: 'c1', key, replies, reuse });
+const paid = (id: string, msToTerminal = 100): FinalPayment => ({ id, status: 'succeeded', msToTerminal });
+
+describe('judge', () => {
+  it('passes a run where every client got its answer and the ledger agrees', () => {
+    const verdict = sut(
+      [
+        exchange('k1', [lostReply, http(409, { code: 'idempotency_key_in_use' }), created('pay_1')]),
+        exchange('k2', [http(402, { code: 'card_declined', paymentId: 'pay_2', paymentStatus: 'failed' })]),
+        exchange('k3', [http(202, { paymentId: 'pay_3', paymentStatus: 'requires_review' })]),
+        exchange('k4', [http(409, { code: 'order_already_paid' })]),
+        exchange('k1', [http(422, { code: 'idempotency_key_reused' })], true),
+      ],
+      [paid('pay_1', 250), { id: 'pay_2', status: 'failed', msToTerminal: 40 }, { id: 'pay_3', status: 'requires_review', msToTerminal: 900 }],
+      [
+        { clientId: 'c1', key: 'k1', paymentId: 'pay_1' },
+        { clientId: 'c1', key: 'k2', paymentId: 'pay_2' },
+        { clientId: 'c1', key: 'k3', paymentId: 'pay_3' },
+      ],
+    );
+
+    expect(verdict).toEqual({
+      requests: 7,
+      payments: 3,
+      charges: 3,
+      double_charges: 0,
+      orphan_charges: 0,
+      lost: 0,
+      non_terminal: 0,
+      max_ms_to_terminal: 900,
+      requires_review: 1,
+      requires_review_charged: 0,
+      ok: true,
+      by_status: { pending: 0, succeeded: 1, failed: 1, requires_review: 1 },
+      answers: {
+        'network ECONNRESET': 1,
+        '409 idempotency_key_in_use': 1,
+        '201': 1,
+        '402 card_declined': 1,
+        '202': 1,
+        '409 order_already_paid': 1,
+        '422 idempotency_key_reused': 1,
+      },
+      violations: { contradicted: 0, reuse_not_refused: 0, server_errors: 0, audit: 0 },
+    });
+  });
+
+  it('counts a payment named to a client but missing from the ledger as lost', () => {
+    const verdict = sut([exchange('k1', [http(202, { paymentId: 'pay_1', paymentStatus: 'pending' })])], [], []);
+
+    expect(verdict).toMatchObject({ ok: false, lost: 2 });
+    expect(verdict.examples?.lost).toEqual([
+      { key: 'k1', payment_id: 'pay_1', why: 'named to the client, missing from the ledger' },
+      { key: 'k1', payment_id: null, why: 'accepted key without its payment' },
+    ]);
+  });
+
+  it('counts an accepted key whose row is gone as lost, even when its payment exists', () => {
+    const verdict = sut([exchange('k1', [created('pay_1')])], [paid('pay_1')], []);
+    expect(verdict).toMatchObject({ ok: false, lost: 1 });
+  });
+
+  it('does not call a key that never named a payment lost', () => {
+    expect(sut([exchange('k1', [lostReply, http(503, { code: 'service_unavailable' })])], [], []).ok).toBe(true);
+  });
+
+  it('counts one key that led to two charged payments as a double charge', () => {
+    const verdict = sut(
+      [exchange('k1', [created('pay_1'), created('pay_2')])],
+      [paid('pay_1'), paid('pay_2')],
+      [{ clientId: 'c1', key: 'k1', paymentId: 'pay_1' }],
+    );
+
+    expect(verdict).toMatchObject({ ok: false, double_charges: 1 });
+    expect(verdict.examples?.key_charged_twice).toEqual([{ key: 'k1', payments: 'pay_1,pay_2' }]);
+  });
+
+  it('adds the audit’s double charges (per payment and per order) and orphans', () => {
+    const verdict = sut([], [], [], cleanAudit({ double_charge: 2, order_charged_twice: 1, orphan_charge: 4 }));
+
+    expect(verdict).toMatchObject({ ok: false, double_charges: 3, orphan_charges: 4, violations: { audit: 7 } });
+    expect(verdict.examples?.['audit orphan_charge']).toEqual([{ payment_id: 'pay_orphan_charge' }]);
+  });
+
+  it('fails on any other audit violation', () => {
+    expect(sut([], [], [], cleanAudit({ succeeded_without_charge: 1 })).violations.audit).toBe(1);
+  });
+
+  it('counts a pending payment as non-terminal and keeps it out of the time to terminal', () => {
+    const verdict = sut([], [paid('pay_1', 300), { id: 'pay_2', status: 'pending', msToTerminal: 99_999 }], []);
+
+    expect(verdict).toMatchObject({ ok: false, non_terminal: 1, max_ms_to_terminal: 300 });
+  });
+
+  it('flags a final answer the ledger contradicts', () => {
+    const verdict = sut(
+      [exchange('k1', [created('pay_1')])],
+      [{ id: 'pay_1', status: 'failed', msToTerminal: 1 }],
+      [{ clientId: 'c1', key: 'k1', paymentId: 'pay_1' }],
+    );
+
+    expect(verdict.violations.contradicted).toBe(1);
+    expect(verdict.examples?.contradicted).toEqual([{ key: 'k1', payment_id: 'pay_1', told: 'succeeded', ledger: 'failed' }]);
+  });
+
+  it('flags a key whose row points at another payment than the one it named', () => {
+    const verdict = sut([exchange('k1', [created('pay_1')])], [paid('pay_1'), paid('pay_9')], [
+      { clientId: 'c1', key: 'k1', paymentId: 'pay_9' },
+    ]);
+    expect(verdict.violations.contradicted).toBe(1);
+  });
+
+  it.each([
+    ['answered 201', [created('pay_1')]],
+    ['never answered', [lostReply]],
+  ])('flags a reused key with another body that was %s instead of 422', (_how, replies) => {
+    const verdict = sut([exchange('k1', replies, true)], [], []);
+    expect(verdict.violations.reuse_not_refused).toBe(1);
+    expect(verdict.lost).toBe(0);
+  });
+
+  it('counts 500s as server errors', () => {
+    const verdict = sut([exchange('k1', [http(500, { code: 'internal_error' })])], [], []);
+    expect(verdict).toMatchObject({ ok: false, violations: { server_errors: 1 } });
+  });
+});

@@ -1,0 +1,224 @@
+import type { Charge } from '../../src/mock-provider/mock-provider.types';
+import { type LedgerInput, type LedgerPayment, VIOLATION_KINDS, auditLedger, dueAt } from './ledger-audit';
+
+const NOW = Date.parse('2026-01-01T12:00:00Z');
+const STALE = 60_000;
+const SWEEP = 10_000;
+const GRACE = 5_000;
+
+function payment(id: string, overrides: Partial<LedgerPayment> = {}): LedgerPayment {
+  return {
+    id,
+    clientId: 'client_1',
+    orderId: null,
+    status: 'succeeded',
+    amount: 500,
+    currency: 'USD',
+    providerKey: `pk_${id}`,
+    providerChargeId: `ch_${id}`,
+    createdAt: NOW - 1_000,
+    nextReconcileAt: NOW - 1_000,
+    hasKey: true,
+    leasedUntil: null,
+    ...overrides,
+  };
+}
+
+/** The charge the provider holds for a payment, in agreement with it unless overridden. */
+function chargeOf(p: LedgerPayment, overrides: Partial<Charge> = {}): Charge {
+  return {
+    id: p.providerChargeId ?? `ch_${p.id}`,
+    status: 'succeeded',
+    amount: p.amount,
+    currency: p.currency,
+    failure_code: null,
+    reference: p.id,
+    idempotency_key: p.providerKey,
+    created_at: new Date(p.createdAt).toISOString(),
+    ...overrides,
+  };
+}
+
+function sut(payments: LedgerPayment[], charges: Charge[], overrides: Partial<LedgerInput> = {}) {
+  return auditLedger({
+    now: NOW,
+    payments,
+    charges,
+    chargesReadBeforePayments: new Set(charges.map((charge) => charge.id)),
+    queuedReconciliations: new Set(),
+    staleAfterMs: STALE,
+    sweepIntervalMs: SWEEP,
+    graceMs: GRACE,
+    maxExamples: 3,
+    ...overrides,
+  });
+}
+
+/** The kinds that were flagged, with their counts: what a test expects, and that nothing else was. */
+function flagged(report: ReturnType<typeof auditLedger>): Record<string, number> {
+  return Object.fromEntries(
+    VIOLATION_KINDS.filter((kind) => report.violations[kind].count > 0).map((kind) => [kind, report.violations[kind].count]),
+  );
+}
+
+describe('auditLedger', () => {
+  it('passes a consistent ledger of every status and counts it', () => {
+    const ok = payment('a');
+    const declined = payment('b', { status: 'failed', providerChargeId: 'ch_b' });
+    const fresh = payment('c', { status: 'pending', providerChargeId: null, createdAt: NOW - 10 });
+    const review = payment('d', { status: 'requires_review', providerChargeId: null });
+    const report = sut(
+      [ok, declined, fresh, review],
+      [chargeOf(ok), chargeOf(declined, { status: 'failed', failure_code: 'card_declined' })],
+    );
+
+    expect(report).toEqual({
+      ok: true,
+      payments: { total: 4, pending: 1, succeeded: 1, failed: 1, requires_review: 1 },
+      charges: { total: 2, pending: 0, succeeded: 1, failed: 1 },
+      requires_review_charged: 0,
+      violations: Object.fromEntries(VIOLATION_KINDS.map((kind) => [kind, { count: 0, examples: [] }])),
+    });
+  });
+
+  it('flags a succeeded payment the provider never charged', () => {
+    const report = sut([payment('a')], []);
+
+    expect(report.ok).toBe(false);
+    expect(flagged(report)).toEqual({ succeeded_without_charge: 1 });
+    expect(report.violations.succeeded_without_charge.examples).toEqual([{ payment_id: 'a' }]);
+  });
+
+  it('does not count a failed or pending charge as the charge of a succeeded payment', () => {
+    const p = payment('a');
+    expect(flagged(sut([p], [chargeOf(p, { status: 'failed' })]))).toEqual({ succeeded_without_charge: 1 });
+    expect(flagged(sut([p], [chargeOf(p, { status: 'pending' })]))).toEqual({ succeeded_without_charge: 1 });
+  });
+
+  it('flags a second succeeded charge for one payment, found by its reference', () => {
+    const p = payment('a');
+    const stray = chargeOf(p, { id: 'ch_other', idempotency_key: 'pk_someone_else' });
+    const report = sut([p], [chargeOf(p), stray]);
+
+    expect(flagged(report)).toEqual({ double_charge: 1, charge_mismatch: 1 });
+    expect(report.violations.double_charge.examples).toEqual([{ payment_id: 'a', charges: 'ch_a,ch_other' }]);
+  });
+
+  it.each([
+    ['amount', { amount: 900 }, 'amount 900 (payment 500)'],
+    ['currency', { currency: 'EUR' }, 'currency EUR (payment USD)'],
+    ['reference', { reference: 'zzz' }, 'reference zzz'],
+  ])('flags a charge whose %s disagrees with its payment', (_field, overrides, problem) => {
+    const p = payment('a');
+    const report = sut([p], [chargeOf(p, overrides)]);
+
+    expect(flagged(report)).toEqual({ charge_mismatch: 1 });
+    expect(report.violations.charge_mismatch.examples).toEqual([{ payment_id: 'a', charge_id: 'ch_a', problem }]);
+  });
+
+  it('flags a succeeded payment that names another charge than the one the provider holds', () => {
+    const p = payment('a', { providerChargeId: 'ch_forged' });
+    const report = sut([p], [chargeOf(p, { id: 'ch_real' })]);
+
+    expect(flagged(report)).toEqual({ charge_mismatch: 1 });
+    expect(report.violations.charge_mismatch.examples[0]).toMatchObject({ problem: 'provider_charge_id is ch_forged' });
+  });
+
+  it('flags a charge that belongs to no payment, whatever its status', () => {
+    const ghost = chargeOf(payment('ghost'), { status: 'failed' });
+    const report = sut([], [ghost]);
+
+    expect(flagged(report)).toEqual({ orphan_charge: 1 });
+    expect(report.violations.orphan_charge.examples).toEqual([
+      { charge_id: 'ch_ghost', idempotency_key: 'pk_ghost', reference: 'ghost', status: 'failed' },
+    ]);
+  });
+
+  it('does not call a charge made after the payments were read an orphan', () => {
+    const late = chargeOf(payment('late'));
+    expect(sut([], [late], { chargesReadBeforePayments: new Set() }).ok).toBe(true);
+  });
+
+  it('flags a failed payment whose charge succeeded', () => {
+    const p = payment('a', { status: 'failed' });
+    const report = sut([p], [chargeOf(p)]);
+
+    expect(flagged(report)).toEqual({ failed_with_succeeded_charge: 1 });
+  });
+
+  it('flags two charged payments for one order of one client, and not for two clients', () => {
+    const first = payment('a', { orderId: 'ord_1' });
+    const second = payment('b', { orderId: 'ord_1' });
+    const elsewhere = payment('c', { orderId: 'ord_1', clientId: 'client_2' });
+    const report = sut([first, second, elsewhere], [chargeOf(first), chargeOf(second), chargeOf(elsewhere)]);
+
+    expect(flagged(report)).toEqual({ order_charged_twice: 1 });
+    expect(report.violations.order_charged_twice.examples).toEqual([{ order: 'client_1/ord_1', payments: 'a,b' }]);
+  });
+
+  it('counts a payment under review whose charge succeeded, without calling it a violation', () => {
+    const p = payment('a', { status: 'requires_review', providerChargeId: null });
+    const report = sut([p], [chargeOf(p, { id: 'ch_x' })]);
+
+    expect(report.ok).toBe(true);
+    expect(report.requires_review_charged).toBe(1);
+  });
+
+  it('keeps at most maxExamples examples but counts every violation', () => {
+    const report = sut(['a', 'b', 'c', 'd', 'e'].map((id) => payment(id)), []);
+
+    expect(report.violations.succeeded_without_charge.count).toBe(5);
+    expect(report.violations.succeeded_without_charge.examples).toHaveLength(3);
+  });
+
+  describe('a pending payment past the stale threshold', () => {
+    const created = NOW - STALE - 60_000;
+    const stale = (overrides: Partial<LedgerPayment> = {}) =>
+      payment('p', { status: 'pending', providerChargeId: null, createdAt: created, nextReconcileAt: created, ...overrides });
+
+    it('is due at the latest of stale age, ladder and lease', () => {
+      const p = stale({ nextReconcileAt: NOW + 5, leasedUntil: NOW + 9 });
+      expect(dueAt(p, STALE)).toBe(NOW + 9);
+      expect(dueAt(stale(), STALE)).toBe(NOW - 60_000);
+    });
+
+    it('is flagged when it became due more than a sweep interval plus the grace ago and is not queued', () => {
+      const report = sut([stale({ nextReconcileAt: NOW - SWEEP - GRACE - 1 })], []);
+
+      expect(flagged(report)).toEqual({ stale_pending_unscheduled: 1 });
+      expect(report.violations.stale_pending_unscheduled.examples).toEqual([
+        { payment_id: 'p', reason: 'overdue and not queued', overdue_ms: SWEEP + GRACE + 1 },
+      ]);
+    });
+
+    it.each([
+      ['it became due one sweep interval plus the grace ago', { createdAt: NOW - STALE - SWEEP - GRACE, nextReconcileAt: 0 }],
+      ['it waits on its ladder', { nextReconcileAt: NOW + 1_000 }],
+      ['a request or a worker holds its lease', { leasedUntil: NOW + 1_000 }],
+      ['its lease ended one sweep interval ago', { leasedUntil: NOW - SWEEP }],
+    ])('is scheduled when %s', (_why, overrides) => {
+      expect(sut([stale(overrides)], []).ok).toBe(true);
+    });
+
+    it('is scheduled when a reconcile job for it is queued, however overdue', () => {
+      expect(sut([stale()], [], { queuedReconciliations: new Set(['p']) }).ok).toBe(true);
+    });
+
+    it('is flagged without its key, which the sweep finds it by', () => {
+      const report = sut([stale({ hasKey: false, nextReconcileAt: NOW + 1_000 })], []);
+
+      expect(report.violations.stale_pending_unscheduled.examples).toEqual([
+        { payment_id: 'p', reason: 'no idempotency key', age_ms: STALE + 60_000 },
+      ]);
+    });
+
+    it('is not judged before the stale threshold, even without its key', () => {
+      expect(sut([stale({ hasKey: false, createdAt: NOW - STALE + 1 })], []).ok).toBe(true);
+    });
+
+    it('may hold a charge already: in flight is not a violation', () => {
+      const p = stale({ nextReconcileAt: NOW + 1_000 });
+      expect(sut([p], [chargeOf(p, { id: 'ch_p' })]).ok).toBe(true);
+    });
+  });
+});

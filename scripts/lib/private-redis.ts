@@ -1,0 +1,114 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+
+const READY_DEADLINE_MS = 10_000;
+const STOP_DEADLINE_MS = 10_000;
+const POLL_MS = 25;
+
+/**
+ * A redis-server of our own on a free loopback port, for tests and runs that
+ * stop, restart or flush Redis: the machine's Redis serves other people.
+ * Nothing is persisted (no RDB, no AOF), so a restart starts empty, as a
+ * Redis that lost its data would.
+ */
+export interface PrivateRedis {
+  readonly port: number;
+  readonly url: string;
+  /** Whether the server process is running now. */
+  readonly running: boolean;
+  /** The server's pid while it runs, for a synchronous kill in an exit handler. */
+  readonly pid: number | undefined;
+  /** Starts the server (again) on the same port; resolves once it answers PING. */
+  start(): Promise<void>;
+  /** SIGKILL, as a crash would; resolves once the process is gone and the port refuses connections. */
+  kill(): Promise<void>;
+  /** FLUSHALL: every key of every database, job schedulers included. */
+  flushAll(): Promise<void>;
+}
+
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
+
+  const start = async () => {
+    if (child) throw new Error(`private redis on ${port} is already running`);
+    const spawned = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'],
+      { stdio: 'ignore' },
+    );
+    child = spawned;
+    exited = new Promise((settle) =>
+      spawned.once('exit', () => {
+        if (child === spawned) child = undefined;
+        settle();
+      }),
+    );
+    const deadline = Date.now() + READY_DEADLINE_MS;
+    while (!(await answersPing(url))) {
+      if (child !== spawned) throw new Error(`redis-server on ${port} exited before answering PING`);
+      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not answer PING within ${READY_DEADLINE_MS} ms`);
+      await delay(POLL_MS);
+    }
+  };
+
+  const kill = async () => {
+    if (!child) return;
+    child.kill('SIGKILL');
+    const gone = await Promise.race([exited.then(() => true), delay(STOP_DEADLINE_MS, false, { ref: false })]);
+    if (!gone) throw new Error(`redis-server on ${port} did not exit within ${STOP_DEADLINE_MS} ms`);
+  };
+
+  await start();
+  return {
+    port,
+    url,
+    get running() {
+      return child !== undefined;
+    },
+    get pid() {
+      return child?.pid;
+    },
+    start,
+    kill,
+    flushAll: async () => {
+      const client = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+      try {
+        await client.connect();
+        await client.flushall();
+      } finally {
+        client.disconnect();
+      }
+    },
+  };
+}
+
+async function answersPing(url: string): Promise<boolean> {
+  const client = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** A port the kernel just handed out on loopback; free unless someone races us to it. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,279 @@
+/**
+ * The three processes of the stack as real children, for the e2e tests and for
+ * scripts run with plain Node (this file compiles to dist/scripts/lib/, so it
+ * uses no jest API). Assumes dist/ is built.
+ *
+ * Every child gets an IPC channel and leaves when it closes, so none outlives
+ * its parent, even one killed with SIGKILL. (A process 'exit' hook would not
+ * do: inside jest, `process` is a sandbox copy that never emits 'exit'.)
+ */
+import { spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve, sep } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Charge } from '../../src/mock-provider/mock-provider.types';
+
+export type { Charge };
+
+/** dist/src, whether this file runs from source (ts-jest) or compiled into dist/scripts/lib. */
+const DIST_SRC = __dirname.includes(`${sep}dist${sep}`)
+  ? resolve(__dirname, '../../src')
+  : resolve(__dirname, '../../dist/src');
+/**
+ * V8's code cache for the children (NODE_COMPILE_CACHE): start-up is mostly
+ * compiling dist/ and node_modules/, and a test run starts dozens of children.
+ */
+const COMPILE_CACHE = join(tmpdir(), 'payments-api-compile-cache');
+const START_DEADLINE_MS = 20_000;
+const DEFAULT_WAIT_MS = 10_000;
+const KEPT_OUTPUT_LINES = 5_000;
+/** How much of a child's output an error message quotes. */
+const TAIL_LINES = 40;
+
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** One line a child wrote to stdout or stderr; `json` is set when it is a JSON log entry. */
+export interface OutputLine {
+  text: string;
+  json?: Record<string, unknown>;
+}
+
+export interface ManagedProcess {
+  /** What it runs, for messages: `api`, `worker` or `provider`. */
+  readonly name: string;
+  readonly pid: number;
+  /**
+   * Settles once the process has exited and its output has been read,
+   * however it ended. Awaiting it does not keep the parent's event loop
+   * alive (a forgotten child must never hold its parent open); stop() and
+   * kill() do while they wait.
+   */
+  readonly exited: Promise<ProcessExit>;
+  /** SIGTERM, then SIGKILL after graceMs (default 10 s); resolves once exited. */
+  stop(graceMs?: number): Promise<ProcessExit>;
+  /** SIGKILL, as a crash would: no clean-up runs. Resolves once exited. */
+  kill(): Promise<ProcessExit>;
+  /** SIGSTOP: the process freezes mid-whatever, as in a long GC pause or a VM stall. */
+  pause(): void;
+  /** SIGCONT after pause() or a SIGSTOP crash point. */
+  resume(): void;
+  /** The last lines written to stdout and stderr, oldest first. */
+  output(): string[];
+  /**
+   * The first kept or future line that `match` accepts. Rejects once the
+   * process has exited without writing one, or after timeoutMs (default 10 s).
+   */
+  waitForLine(match: (line: OutputLine) => boolean, timeoutMs?: number): Promise<OutputLine>;
+}
+
+export interface HttpProcess extends ManagedProcess {
+  /** e.g. http://127.0.0.1:40123, no trailing slash. */
+  readonly url: string;
+  readonly port: number;
+}
+
+/** The payments API (dist/src/main.js). */
+export type ApiProcess = HttpProcess;
+
+/** The reconciliation worker (dist/src/worker.js). */
+export type WorkerProcess = ManagedProcess;
+
+/** The mock provider (dist/src/provider-main.js). */
+export interface ProviderProcess extends HttpProcess {
+  /** Every charge the provider holds (GET /charges). */
+  charges(): Promise<Charge[]>;
+}
+
+type Env = Record<string, string>;
+
+/** Thrown when a child exits, or never gets ready, during start-up; carries what it wrote. */
+export class ProcessStartError extends Error {
+  constructor(
+    message: string,
+    readonly exit: ProcessExit | undefined,
+    readonly lines: string[],
+  ) {
+    super(`${message}\n${lines.join('\n')}`);
+    this.name = 'ProcessStartError';
+  }
+}
+
+/**
+ * The payments API on a random port (PORT=0 unless env sets one), env on top
+ * of this process's environment; resolves once it answers GET /health/live.
+ */
+export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
+  return listening(launch('api', 'main.js', { PORT: '0', ...env }), '/health/live');
+}
+
+/** The reconciliation worker; resolves once its BullMQ worker and job schedulers are set up. */
+export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> {
+  const child = launch('worker', 'worker.js', env);
+  await child.ready(({ json }) => json?.msg === 'started');
+  return child.handle;
+}
+
+/** The mock provider on a random port (PROVIDER_PORT=0 unless env sets one), once GET /health answers. */
+export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
+  const http = await listening(launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', ...env }), '/health');
+  return {
+    ...http,
+    charges: async () => {
+      const response = await fetch(`${http.url}/charges`);
+      if (response.status !== 200) throw new Error(`GET /charges answered ${response.status}`);
+      return (await response.json()) as Charge[];
+    },
+  };
+}
+
+interface Launched {
+  handle: ManagedProcess;
+  /** The first line `match` accepts; if the child exits or stalls first, it is killed and this throws. */
+  ready(match: (line: OutputLine) => boolean): Promise<OutputLine>;
+}
+
+/** Waits for the `{"msg":"listening","port":…}` line, then for the health route to answer 200. */
+async function listening({ handle, ready }: Launched, healthPath: string): Promise<HttpProcess> {
+  const line = await ready(({ json }) => json?.msg === 'listening' && typeof json.port === 'number');
+  const port = line.json!.port as number;
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + START_DEADLINE_MS;
+  let gone = false;
+  void handle.exited.then(() => (gone = true));
+  while (!(await isHealthy(`${url}${healthPath}`))) {
+    if (gone || Date.now() > deadline) {
+      const exit = await handle.kill();
+      throw new ProcessStartError(`${handle.name} (pid ${handle.pid}) never answered ${healthPath}`, exit, handle.output());
+    }
+    await new Promise((wake) => setTimeout(wake, 25));
+  }
+  return { ...handle, url, port };
+}
+
+function launch(name: string, entry: string, env: Env): Launched {
+  const child = spawn(process.execPath, [join(DIST_SRC, entry)], {
+    env: { NODE_COMPILE_CACHE: COMPILE_CACHE, ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const streams = [child.stdout as Socket, child.stderr as Socket];
+  // Unreferenced, so a child a test forgot to stop never holds the test
+  // process open; when that process ends, the closed IPC channel ends the child.
+  const hold = (held: boolean) => {
+    for (const handle of [child, ...streams]) {
+      if (held) handle.ref();
+      else handle.unref();
+    }
+  };
+  hold(false);
+  child.channel?.unref();
+  const describe = () => `${name} (pid ${child.pid})`;
+
+  const lines: OutputLine[] = [];
+  const watchers = new Set<(line: OutputLine) => void>();
+  for (const stream of streams) {
+    createInterface({ input: stream }).on('line', (text) => {
+      const line = { text, json: parseJsonObject(text) };
+      lines.push(line);
+      if (lines.length > KEPT_OUTPUT_LINES) lines.shift();
+      for (const watch of watchers) watch(line);
+    });
+  }
+  const output = () => lines.map((line) => line.text);
+
+  let exit: ProcessExit | undefined;
+  // 'close', not 'exit': it comes once stdout and stderr are drained, so the
+  // last lines of a child that crashed are kept before `exited` settles.
+  const exited = new Promise<ProcessExit>((settle) =>
+    child.once('close', (code, signal) => {
+      exit = { code, signal };
+      settle(exit);
+    }),
+  );
+
+  const signalAndWait = async (signal: NodeJS.Signals, killAfterMs?: number): Promise<ProcessExit> => {
+    if (exit) return exit;
+    hold(true);
+    child.kill(signal);
+    // A stopped process acts on SIGTERM only once continued.
+    if (signal === 'SIGTERM') child.kill('SIGCONT');
+    const escalation = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    try {
+      return await exited;
+    } finally {
+      clearTimeout(escalation);
+    }
+  };
+
+  const waitForLine = (match: (line: OutputLine) => boolean, timeoutMs = DEFAULT_WAIT_MS): Promise<OutputLine> => {
+    const kept = lines.find(match);
+    if (kept) return Promise.resolve(kept);
+    return new Promise<OutputLine>((settle, fail) => {
+      const failWith = (why: string) => {
+        const tail = output().slice(-TAIL_LINES).join('\n');
+        fail(new Error(`${describe()}: ${why}; its last lines:\n${tail}`));
+      };
+      const done = (outcome: () => void) => {
+        watchers.delete(watch);
+        clearTimeout(timer);
+        outcome();
+      };
+      const watch = (line: OutputLine) => {
+        if (match(line)) done(() => settle(line));
+      };
+      const timer = setTimeout(() => done(() => failWith(`no matching line within ${timeoutMs} ms`)), timeoutMs);
+      watchers.add(watch);
+      void exited.then((ended) => done(() => failWith(`exited (${JSON.stringify(ended)}) without a matching line`)));
+    });
+  };
+
+  const signal = (sent: NodeJS.Signals) => {
+    if (!exit) child.kill(sent);
+  };
+
+  const handle: ManagedProcess = {
+    name,
+    pid: child.pid!,
+    exited,
+    stop: (graceMs = 10_000) => signalAndWait('SIGTERM', graceMs),
+    kill: () => signalAndWait('SIGKILL'),
+    pause: () => signal('SIGSTOP'),
+    resume: () => signal('SIGCONT'),
+    output,
+    waitForLine,
+  };
+  return {
+    handle,
+    ready: async (match) => {
+      try {
+        return await waitForLine(match, START_DEADLINE_MS);
+      } catch (error) {
+        const ended = await signalAndWait('SIGKILL');
+        throw new ProcessStartError(`${describe()} did not start: ${(error as Error).message.split('\n')[0]}`, ended, output());
+      }
+    },
+  };
+}
+
+function parseJsonObject(text: string): Record<string, unknown> | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function isHealthy(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
+    await response.body?.cancel();
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}

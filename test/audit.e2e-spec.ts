@@ -1,0 +1,151 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import type { App } from 'supertest/types';
+import type { DataSource } from 'typeorm';
+import type { AuditReport } from '../scripts/lib/ledger-audit';
+import type { AppConfig } from '../src/config/app-config';
+import { freePort } from '../scripts/lib/private-redis';
+import { type ProviderProcess, startProvider } from './support/provider-process';
+import { createClient, dropQueue, startApi, truncateAll, uniqueQueuePrefix } from './support/test-stack';
+import { TEST_DATABASE_URL, testConfig } from './support/test-env';
+
+const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
+
+/**
+ * `npm run audit` as an operator runs it: the compiled script against the
+ * test database, the mock provider and Redis, first on a ledger the API made,
+ * then on one broken by hand in every way the audit knows.
+ */
+describe('npm run audit', () => {
+  let provider: ProviderProcess;
+  let config: AppConfig;
+  let app: INestApplication;
+  let http: App;
+  let dataSource: DataSource;
+  let apiKey: string;
+
+  // A fresh provider per test: its ledger and the payments table must start empty together.
+  beforeEach(async () => {
+    provider = await startProvider();
+    config = testConfig({ PROVIDER_URL: provider.url, QUEUE_PREFIX: uniqueQueuePrefix() });
+    ({ app, http, dataSource } = await startApi(config));
+    await truncateAll(dataSource);
+    apiKey = (await createClient(dataSource, 'audited shop')).apiKey;
+  });
+
+  afterEach(async () => {
+    await app?.close();
+    if (config) await dropQueue(config);
+    await provider?.stop();
+  });
+
+  async function audit(env: Record<string, string> = {}) {
+    const run = promisify(execFile);
+    const result = await run(process.execPath, [AUDIT, '--examples', '2'], {
+      env: {
+        ...process.env,
+        DATABASE_URL: TEST_DATABASE_URL,
+        PROVIDER_URL: provider.url,
+        REDIS_URL: config.redisUrl,
+        QUEUE_PREFIX: config.queuePrefix,
+        ...env,
+      },
+      timeout: 60_000,
+    }).then(
+      (ok) => ({ code: 0, stdout: ok.stdout, stderr: ok.stderr }),
+      (failed: { code: number; stdout: string; stderr: string }) => failed,
+    );
+    return { code: result.code, stderr: result.stderr, report: result.stdout ? (JSON.parse(result.stdout) as AuditReport) : undefined };
+  }
+
+  async function pay(paymentMethod: string, orderId?: string): Promise<{ id: string; status: number }> {
+    const res = await request(http)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send({ amount: 700, currency: 'USD', payment_method: paymentMethod, order_id: orderId });
+    return { id: res.status === 402 ? res.body.error.payment.id : res.body.id, status: res.status };
+  }
+
+  /** A charge made behind the API's back, straight at the provider. */
+  async function chargeDirectly(idempotencyKey: string, reference: string): Promise<void> {
+    const res = await fetch(`${provider.url}/charges`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Idempotency-Key': idempotencyKey },
+      body: JSON.stringify({ amount: 700, currency: 'USD', payment_method: 'pm_card_ok', reference }),
+    });
+    expect(res.status).toBe(201);
+  }
+
+  it('passes the ledger the API made, and counts it', async () => {
+    expect((await pay('pm_card_ok')).status).toBe(201);
+    expect((await pay('pm_card_declined')).status).toBe(402);
+    expect((await pay('pm_card_unavailable')).status).toBe(202);
+
+    const { code, report } = await audit();
+
+    expect(code).toBe(0);
+    expect(report).toMatchObject({
+      ok: true,
+      payments: { total: 3, succeeded: 1, failed: 1, pending: 1, requires_review: 0 },
+      charges: { total: 2, succeeded: 1, failed: 1 },
+    });
+  });
+
+  it('fails a broken ledger, naming every kind of violation', async () => {
+    const doubled = await pay('pm_card_ok');
+    const repriced = await pay('pm_card_ok');
+    const unpaid = await pay('pm_card_declined');
+    const refunded = await pay('pm_card_ok', 'ord_twice');
+    const forgotten = await pay('pm_card_unavailable');
+
+    await chargeDirectly(`pk_stray_${randomUUID()}`, doubled.id);
+    await chargeDirectly('pk_pay_ghost', 'pay_ghost');
+    await dataSource.query(`UPDATE payments SET amount = 701 WHERE id = $1`, [repriced.id]);
+    await dataSource.query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [unpaid.id]);
+    // A failed payment does not hold its order: a second one may be charged.
+    await dataSource.query(`UPDATE payments SET status = 'failed' WHERE id = $1`, [refunded.id]);
+    const recharged = await pay('pm_card_ok', 'ord_twice');
+    expect(recharged.status).toBe(201);
+    await dataSource.query(
+      `UPDATE payments SET created_at = now() - interval '1 hour', next_reconcile_at = now() - interval '1 hour'
+        WHERE id = $1`,
+      [forgotten.id],
+    );
+
+    const { code, report } = await audit();
+
+    expect(code).toBe(1);
+    expect(report?.ok).toBe(false);
+    const counts = Object.fromEntries(Object.entries(report!.violations).map(([kind, found]) => [kind, found.count]));
+    expect(counts).toEqual({
+      succeeded_without_charge: 1,
+      double_charge: 1,
+      order_charged_twice: 1,
+      charge_mismatch: 2,
+      orphan_charge: 1,
+      failed_with_succeeded_charge: 1,
+      stale_pending_unscheduled: 1,
+    });
+    const named = (kind: keyof AuditReport['violations']) => report!.violations[kind].examples;
+    expect(named('double_charge')).toEqual([expect.objectContaining({ payment_id: doubled.id })]);
+    expect(named('charge_mismatch').map((example) => example.payment_id).sort()).toEqual([doubled.id, repriced.id].sort());
+    expect(named('succeeded_without_charge')).toEqual([{ payment_id: unpaid.id }]);
+    expect(named('failed_with_succeeded_charge')).toEqual([expect.objectContaining({ payment_id: refunded.id })]);
+    expect(named('orphan_charge')).toEqual([expect.objectContaining({ reference: 'pay_ghost' })]);
+    expect(named('order_charged_twice')).toEqual([expect.objectContaining({ payments: expect.stringContaining(recharged.id) })]);
+    expect(named('stale_pending_unscheduled')).toEqual([expect.objectContaining({ payment_id: forgotten.id })]);
+  });
+
+  it('exits 2 and says why when a store cannot be read', async () => {
+    const { code, stderr, report } = await audit({ PROVIDER_URL: `http://127.0.0.1:${await freePort()}` });
+
+    expect(code).toBe(2);
+    expect(report).toBeUndefined();
+    expect(stderr).toMatch(/^audit could not run: /);
+  });
+});

@@ -1,0 +1,53 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+
+const CHAOS = join(__dirname, '..', 'dist', 'scripts', 'chaos.js');
+/** The short run: a few hundred payments, well under two minutes with its drain. */
+const ARGS = ['--payments', '300', '--seconds', '30', '--drain-seconds', '40', '--database', 'payments_chaos_e2e'];
+const RUN_TIMEOUT_MS = 115_000;
+
+/**
+ * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
+ * two workers and the provider, crashes and a Redis flush under retrying
+ * clients, then the audit. Its own database and redis-server: nothing here
+ * touches what the other e2e files use.
+ */
+describe('npm run chaos (short)', () => {
+  it(
+    'ends with every payment terminal, none lost, none charged twice, and exit code 0',
+    async () => {
+      const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+        (settle) => {
+          execFile(process.execPath, [CHAOS, ...ARGS], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
+            settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
+          );
+        },
+      );
+
+      const lines = stdout.trim().split('\n');
+      expect({ code, lines: lines.length, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, lines: 1, stderr: '' });
+      const summary = JSON.parse(lines[0]) as Record<string, unknown> & {
+        faults: Record<string, number>;
+        answers: Record<string, number>;
+      };
+      expect(summary).toMatchObject({
+        ok: true,
+        double_charges: 0,
+        orphan_charges: 0,
+        lost: 0,
+        non_terminal: 0,
+        violations: { contradicted: 0, reuse_not_refused: 0, server_errors: 0, audit: 0 },
+      });
+      // Enough happened for the zeros to mean something.
+      expect(summary.payments).toBeGreaterThanOrEqual(280);
+      expect(summary.charges).toBeGreaterThan(0);
+      expect(summary.requests as number).toBeGreaterThan(summary.payments as number);
+      expect(summary.max_ms_to_terminal).toEqual(expect.any(Number));
+      expect(summary.faults.api_kills).toBeGreaterThanOrEqual(1);
+      expect(summary.faults.worker_kills).toBeGreaterThanOrEqual(1);
+      expect(summary.faults.redis_flushes).toBe(1);
+      expect(summary.answers['422 idempotency_key_reused']).toBeGreaterThan(0);
+    },
+    RUN_TIMEOUT_MS + 5_000,
+  );
+});

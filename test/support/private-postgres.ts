@@ -1,0 +1,85 @@
+import { execFile } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from '../../scripts/lib/private-redis';
+
+const run = promisify(execFile);
+const PG_ROOT = '/usr/lib/postgresql';
+const CTL_TIMEOUT_S = 30;
+
+/**
+ * A Postgres cluster of our own (initdb in a temporary folder, a free loopback
+ * port), for tests that stop and restart the database: the machine's server
+ * is shared with other people and with CI. Postgres refuses to run as root,
+ * so as root every command runs as the postgres user (runuser), in a folder
+ * that user owns; as anyone else, as that user.
+ */
+export interface PrivatePostgres {
+  readonly port: number;
+  /** The server's URL for `database`, e.g. postgres://postgres@127.0.0.1:PORT/payments_test. */
+  urlFor(database: string): string;
+  /** pg_ctl stop -m fast: open connections are terminated (57P01), new ones refused until start(). */
+  stop(): Promise<void>;
+  /** pg_ctl start; resolves once the server accepts connections. */
+  start(): Promise<void>;
+  /** Stops the server and deletes the cluster. */
+  destroy(): Promise<void>;
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const bin = newestPostgresBin();
+  const asRoot = process.getuid?.() === 0;
+  const dir = mkdtempSync(join(tmpdir(), 'payments-pg-'));
+  if (asRoot) {
+    const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
+    const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
+    chownSync(dir, uid, gid);
+  }
+  const data = join(dir, 'data');
+  const port = await freePort();
+  const pg = (tool: string, args: string[]) =>
+    asRoot
+      ? run('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args], { timeout: CTL_TIMEOUT_S * 1_000 })
+      : run(join(bin, tool), args, { timeout: CTL_TIMEOUT_S * 1_000 });
+
+  await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  // Durability is not under test here; availability is.
+  const options = [
+    `-c port=${port}`,
+    `-c listen_addresses=127.0.0.1`,
+    `-c unix_socket_directories=${dir}`,
+    '-c fsync=off',
+    '-c synchronous_commit=off',
+    '-c full_page_writes=off',
+  ].join(' ');
+  const start = async () => {
+    await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', options, '-w', '-t', String(CTL_TIMEOUT_S), 'start']);
+  };
+  const stop = async () => {
+    await pg('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', String(CTL_TIMEOUT_S), 'stop']);
+  };
+  await start();
+
+  return {
+    port,
+    urlFor: (database) => `postgres://postgres@127.0.0.1:${port}/${database}`,
+    stop,
+    start,
+    destroy: async () => {
+      if (existsSync(join(data, 'postmaster.pid'))) await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function newestPostgresBin(): string {
+  const versions = existsSync(PG_ROOT)
+    ? readdirSync(PG_ROOT)
+        .filter((name) => /^\d+$/.test(name) && existsSync(join(PG_ROOT, name, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (versions.length === 0) throw new Error(`no Postgres server binaries under ${PG_ROOT}`);
+  return join(PG_ROOT, versions[0], 'bin');
+}
