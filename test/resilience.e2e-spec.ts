@@ -125,6 +125,8 @@ describe('provider resilience', () => {
 
   it('answers 503 with Retry-After while the circuit is open, writing nothing, and lets a probe through later', async () => {
     await start({ PROVIDER_BREAKER_THRESHOLD: '3', PROVIDER_BREAKER_HALF_OPEN_MS: '2000' });
+    const finishedKey = randomUUID();
+    const finished = await post(finishedKey, 'pm_card_ok');
     const tripping = await post(randomUUID(), 'pm_card_unavailable'); // three 503s in a row open it
     expect(tripping.status).toBe(202);
     const before = await rows();
@@ -139,6 +141,11 @@ describe('provider resilience', () => {
     expect(await rows()).toEqual(before);
     expect((await provider.charges()).length).toBe(chargesBefore);
     expect(await metric('provider_breaker_state_changes_total{to="open"}')).toBe(1);
+    // A finished payment's answer needs no provider: its replay is served while the circuit is open.
+    const replay = await post(finishedKey, 'pm_card_ok');
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe(finished.text);
 
     const probe = await eventually(
       async () => {

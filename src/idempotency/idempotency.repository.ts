@@ -21,6 +21,8 @@ export interface KeyState {
   response?: StoredResponse;
   /** Seconds until the current lease expires; 0 when no live lease is held. */
   leaseRemainingSeconds: number;
+  /** Past its retention: reusing it is a new request (once its payment is final). */
+  expired: boolean;
 }
 
 interface KeyRow {
@@ -29,6 +31,7 @@ interface KeyRow {
   response_status: number | null;
   response_body: string | null;
   lease_remaining_seconds: number;
+  expired: boolean;
 }
 
 /**
@@ -81,7 +84,8 @@ export class IdempotencyRepository {
     const row = await queryRow<KeyRow>(
       db,
       `SELECT fingerprint, payment_id, response_status, response_body,
-              GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS lease_remaining_seconds
+              GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS lease_remaining_seconds,
+              expires_at <= now() AS expired
          FROM idempotency_keys
         WHERE client_id = $1 AND key = $2`,
       [clientId, key],
@@ -95,6 +99,7 @@ export class IdempotencyRepository {
           ? undefined
           : { status: row.response_status, body: row.response_body },
       leaseRemainingSeconds: row.lease_remaining_seconds ?? 0,
+      expired: row.expired,
     };
   }
 

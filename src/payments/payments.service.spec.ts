@@ -78,7 +78,7 @@ function setup() {
 }
 
 function existingKey(overrides: Partial<KeyState> = {}): KeyState {
-  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, ...overrides };
+  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, ...overrides };
 }
 
 async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
@@ -218,8 +218,9 @@ describe('PaymentsService.create', () => {
   });
 
   it('answers provider_unavailable with Retry-After while the circuit is open, before claiming anything', async () => {
-    const { sut, provider, dataSource, command } = setup();
+    const { sut, keys, provider, dataSource, command } = setup();
     provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+    keys.find = jest.fn().mockResolvedValue(undefined);
 
     const error = await sut.create(command).catch((thrown: unknown) => thrown);
 
@@ -227,5 +228,31 @@ describe('PaymentsService.create', () => {
     expect(error).toMatchObject({ code: ErrorCode.ProviderUnavailable, details: { retryAfterSeconds: 5 } });
     // keys.claim and provider.createCharge are not stubbed: reaching either would have thrown.
     expect(dataSource.transaction).not.toHaveBeenCalled();
+  });
+
+  it('still replays a finished payment while the circuit is open: a replay needs no provider', async () => {
+    const { sut, keys, provider, command } = setup();
+    provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+
+    const reply = await sut.create(command);
+
+    expect(reply).toEqual({ status: 201, body: '{"id":"pay_1"}', headers: { 'Idempotent-Replayed': 'true' } });
+  });
+
+  it.each([
+    ['a reused key', existingKey({ fingerprint: 'e'.repeat(64) }), ErrorCode.IdempotencyKeyReused],
+    ['an unfinished payment', existingKey({ leaseRemainingSeconds: 0 }), ErrorCode.ProviderUnavailable],
+    [
+      'an expired key',
+      existingKey({ expired: true, response: { status: 201, body: '{}' } }),
+      ErrorCode.ProviderUnavailable,
+    ],
+  ])('while the circuit is open, answers %s as it would otherwise, writing nothing', async (_name, state, code) => {
+    const { sut, keys, provider, command } = setup();
+    provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
+    keys.find = jest.fn().mockResolvedValue(state);
+
+    expect(await domainCode(sut.create(command))).toBe(code);
   });
 });

@@ -81,7 +81,8 @@ export class PaymentsService {
 
   private async createOrReplay(command: CreatePaymentCommand): Promise<PaymentReply> {
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
-    this.refuseWhileProviderDown();
+    const providerDownForMs = this.provider.unavailableForMs();
+    if (providerDownForMs > 0) return this.answerWhileProviderDown(command, key, providerDownForMs);
     const start = await this.claimAndCreatePending(command, key);
     if (start.kind === 'replay') {
       return { ...start.response, headers: { 'Idempotent-Replayed': 'true' } };
@@ -239,12 +240,7 @@ export class PaymentsService {
       if (!state) break; // pruned between our claim and this read: rare; the client's retry claims afresh
       // A different request under the same key is refused before anything
       // else, even while the original is still running.
-      if (state.fingerprint !== fingerprint) {
-        throw new DomainError(
-          ErrorCode.IdempotencyKeyReused,
-          'This Idempotency-Key was used with a different request; use a new key for a new payment.',
-        );
-      }
+      if (state.fingerprint !== fingerprint) throw this.keyReused();
       if (state.response) return { kind: 'replay', response: state.response };
       if (state.leaseRemainingSeconds > 0) throw this.inProgress();
       if (await this.keys.takeOverLease(db, lease, this.config.idempotency.leaseMs)) {
@@ -273,20 +269,34 @@ export class PaymentsService {
   }
 
   /**
-   * Before any work: while the provider's circuit is open a charge cannot
-   * succeed, so nothing is claimed or written and the client learns when to
-   * come back. Once the circuit is due for a probe this lets the request
-   * through, and its charge is the probe.
+   * While the provider's circuit is open a charge cannot succeed, so nothing is
+   * claimed or written and the client learns when to come back (once a probe
+   * is due, the circuit lets the request through and its charge is the probe).
+   * A key that already holds its final answer still gets it, since a replay
+   * needs no provider, and a reused key is still refused: the outage changes
+   * only what would have needed the provider.
    */
-  private refuseWhileProviderDown(): void {
-    const waitMs = this.provider.unavailableForMs();
-    if (waitMs > 0) {
-      throw new DomainError(
-        ErrorCode.ProviderUnavailable,
-        'The payment provider is unavailable; nothing was done. Retry later.',
-        { retryAfterSeconds: Math.ceil(waitMs / 1000) },
-      );
-    }
+  private async answerWhileProviderDown(
+    command: CreatePaymentCommand,
+    key: string,
+    waitMs: number,
+  ): Promise<PaymentReply> {
+    const state = await this.keys.find(this.dataSource.manager, command.clientId, key);
+    const live = state && !(state.expired && state.response);
+    if (live && state.fingerprint !== command.fingerprint) throw this.keyReused();
+    if (live && state.response) return { ...state.response, headers: { 'Idempotent-Replayed': 'true' } };
+    throw new DomainError(
+      ErrorCode.ProviderUnavailable,
+      'The payment provider is unavailable; nothing was done. Retry later.',
+      { retryAfterSeconds: Math.ceil(waitMs / 1000) },
+    );
+  }
+
+  private keyReused(): DomainError {
+    return new DomainError(
+      ErrorCode.IdempotencyKeyReused,
+      'This Idempotency-Key was used with a different request; use a new key for a new payment.',
+    );
   }
 
   private inProgress(): DomainError {
