@@ -95,6 +95,7 @@ describe('PaymentsService.create', () => {
 
   it('claims, charges under the payment’s provider key and records the outcome in two transactions', async () => {
     const { sut, keys, payments, provider, dataSource, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
     keys.claim = jest.fn().mockResolvedValue(true);
     payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
@@ -122,19 +123,18 @@ describe('PaymentsService.create', () => {
     expect(dataSource.transaction).toHaveBeenCalledTimes(2);
   });
 
-  it('replays a stored response without touching the provider', async () => {
-    const { sut, keys, command } = setup();
-    keys.claim = jest.fn().mockResolvedValue(false);
+  it('replays a stored response from one read: no transaction, no claim, no provider', async () => {
+    const { sut, keys, dataSource, command } = setup();
     keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 402, body: '{"error":{}}' } }));
 
     const reply = await sut.create(command);
 
     expect(reply).toEqual({ status: 402, body: '{"error":{}}', headers: { 'Idempotent-Replayed': 'true' } });
+    expect(dataSource.transaction).not.toHaveBeenCalled();
   });
 
   it('refuses another request under the same key even while the first is running (422 before 409)', async () => {
     const { sut, keys, command } = setup();
-    keys.claim = jest.fn().mockResolvedValue(false);
     keys.find = jest.fn().mockResolvedValue(existingKey({ fingerprint: 'e'.repeat(64), leaseRemainingSeconds: 20 }));
 
     expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyReused);
@@ -142,16 +142,26 @@ describe('PaymentsService.create', () => {
 
   it('answers 409 while another request holds the lease, and takes nothing over', async () => {
     const { sut, keys, command } = setup();
-    keys.claim = jest.fn().mockResolvedValue(false);
     keys.find = jest.fn().mockResolvedValue(existingKey({ leaseRemainingSeconds: 12 }));
 
     expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
   });
 
+  it('settles a race for a new key at the claim: the loser reads the winner’s key and gets 409', async () => {
+    const { sut, keys, command } = setup();
+    keys.find = jest
+      .fn()
+      .mockResolvedValueOnce(undefined)
+      .mockResolvedValue(existingKey({ leaseRemainingSeconds: 30 }));
+    keys.claim = jest.fn().mockResolvedValue(false);
+
+    expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
+    // payments.insertPending and provider.createCharge are not stubbed: the loser made nothing.
+  });
+
   it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
     const { sut, keys, payments, provider, command } = setup();
     const abandoned = pendingPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
-    keys.claim = jest.fn().mockResolvedValue(false);
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
     payments.findById = jest.fn().mockResolvedValue(abandoned);
@@ -170,6 +180,7 @@ describe('PaymentsService.create', () => {
     ['the provider holds the charge as pending', { kind: 'answered', charge: { ...charge, status: 'pending' } }],
   ])('answers 202 and releases the key when %s, recording nothing', async (_name, result) => {
     const { sut, keys, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
     keys.claim = jest.fn().mockResolvedValue(true);
     payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue(result);
@@ -188,7 +199,10 @@ describe('PaymentsService.create', () => {
     payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
-    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+    keys.find = jest
+      .fn()
+      .mockResolvedValueOnce(undefined)
+      .mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
 
     const reply = await sut.create(command);
 
@@ -197,6 +211,7 @@ describe('PaymentsService.create', () => {
 
   it('maps the active-order index to order_already_paid', async () => {
     const { sut, keys, payments, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
     keys.claim = jest.fn().mockResolvedValue(true);
     payments.insertPending = jest.fn().mockRejectedValue(
       new QueryFailedError('INSERT', [], Object.assign(new Error('duplicate'), {

@@ -8,6 +8,7 @@ import { DomainError, ErrorCode } from '../common/domain-error';
 import { isUniqueViolation } from '../database/sql';
 import {
   IdempotencyRepository,
+  type KeyState,
   type Lease,
   type StoredResponse,
 } from '../idempotency/idempotency.repository';
@@ -81,9 +82,18 @@ export class PaymentsService {
 
   private async createOrReplay(command: CreatePaymentCommand): Promise<PaymentReply> {
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
-    const providerDownForMs = this.provider.unavailableForMs();
-    if (providerDownForMs > 0) return this.answerWhileProviderDown(command, key, providerDownForMs);
-    const start = await this.claimAndCreatePending(command, key);
+    // One indexed read first, no transaction and no lock: most repeats of a
+    // key (replays, and the 409s of a retry storm) are answered from it. It
+    // decides no race: the claim's INSERT and the lease takeover do.
+    const existing = await this.keys.find(this.dataSource.manager, command.clientId, key);
+    const live = existing && !(existing.expired && existing.response) ? existing : undefined;
+    const settled = live && this.settledAnswer(live, command.fingerprint);
+    if (settled) return { ...settled, headers: { 'Idempotent-Replayed': 'true' } };
+    this.refuseWhileProviderDown();
+    const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
+    const start = live
+      ? await this.resumeExisting(lease, command.fingerprint)
+      : await this.claimAndCreatePending(command, lease);
     if (start.kind === 'replay') {
       return { ...start.response, headers: { 'Idempotent-Replayed': 'true' } };
     }
@@ -192,8 +202,7 @@ export class PaymentsService {
    * key exists, what that key says: replay, mismatch, in progress, or an
    * unfinished payment whose lease is free to take over.
    */
-  private async claimAndCreatePending(command: CreatePaymentCommand, key: string): Promise<Start> {
-    const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
+  private async claimAndCreatePending(command: CreatePaymentCommand, lease: Lease): Promise<Start> {
     const paymentId = newPaymentId();
     const { body } = command;
     let created: Payment | undefined;
@@ -237,12 +246,9 @@ export class PaymentsService {
     const db = this.dataSource.manager;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const state = await this.keys.find(db, lease.clientId, lease.key);
-      if (!state) break; // pruned between our claim and this read: rare; the client's retry claims afresh
-      // A different request under the same key is refused before anything
-      // else, even while the original is still running.
-      if (state.fingerprint !== fingerprint) throw this.keyReused();
-      if (state.response) return { kind: 'replay', response: state.response };
-      if (state.leaseRemainingSeconds > 0) throw this.inProgress();
+      if (!state) break; // pruned since it was read: rare; the client's retry claims afresh
+      const settled = this.settledAnswer(state, fingerprint);
+      if (settled) return { kind: 'replay', response: settled };
       if (await this.keys.takeOverLease(db, lease, this.config.idempotency.leaseMs)) {
         const payment = await this.payments.findById(db, state.paymentId);
         if (!payment || payment.status !== 'pending') {
@@ -269,27 +275,34 @@ export class PaymentsService {
   }
 
   /**
-   * While the provider's circuit is open a charge cannot succeed, so nothing is
-   * claimed or written and the client learns when to come back (once a probe
-   * is due, the circuit lets the request through and its charge is the probe).
-   * A key that already holds its final answer still gets it, since a replay
-   * needs no provider, and a reused key is still refused: the outage changes
-   * only what would have needed the provider.
+   * What an existing key answers without any work: a different request under
+   * it is refused before anything else (422 even while the original runs), a
+   * stored response is replayed, a live lease means 409. Undefined: the key's
+   * payment is unfinished and nobody holds it, so it may be resumed.
    */
-  private async answerWhileProviderDown(
-    command: CreatePaymentCommand,
-    key: string,
-    waitMs: number,
-  ): Promise<PaymentReply> {
-    const state = await this.keys.find(this.dataSource.manager, command.clientId, key);
-    const live = state && !(state.expired && state.response);
-    if (live && state.fingerprint !== command.fingerprint) throw this.keyReused();
-    if (live && state.response) return { ...state.response, headers: { 'Idempotent-Replayed': 'true' } };
-    throw new DomainError(
-      ErrorCode.ProviderUnavailable,
-      'The payment provider is unavailable; nothing was done. Retry later.',
-      { retryAfterSeconds: Math.ceil(waitMs / 1000) },
-    );
+  private settledAnswer(state: KeyState, fingerprint: string): StoredResponse | undefined {
+    if (state.fingerprint !== fingerprint) throw this.keyReused();
+    if (state.response) return state.response;
+    if (state.leaseRemainingSeconds > 0) throw this.inProgress();
+    return undefined;
+  }
+
+  /**
+   * Before any work: while the provider's circuit is open a charge cannot
+   * succeed, so nothing is claimed or written and the client learns when to
+   * come back. Replays were answered already: they need no provider. Once a
+   * probe is due the circuit lets the request through, and its charge is the
+   * probe.
+   */
+  private refuseWhileProviderDown(): void {
+    const waitMs = this.provider.unavailableForMs();
+    if (waitMs > 0) {
+      throw new DomainError(
+        ErrorCode.ProviderUnavailable,
+        'The payment provider is unavailable; nothing was done. Retry later.',
+        { retryAfterSeconds: Math.ceil(waitMs / 1000) },
+      );
+    }
   }
 
   private keyReused(): DomainError {
