@@ -31,4 +31,7 @@ async function bootstrap(): Promise<void> {
   pino({ name: 'payments-api' }).info({ port, url: `http://127.0.0.1:${port}` }, 'listening');
 }
 
-void bootstrap();
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(`payments API failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -19,4 +19,7 @@ async function bootstrap(): Promise<void> {
   pino({ name: 'payments-worker' }).info({ queuePrefix: config.queuePrefix }, 'started');
 }
 
-void bootstrap();
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(`worker failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -130,6 +130,19 @@ describe('POST /v1/payments', () => {
     expect(await chargesFor(first.body.id)).toHaveLength(1);
   });
 
+  it('treats a retry to /v1/payments/ (trailing slash) as the same request', async () => {
+    const key = randomUUID();
+    const first = await post(key, body());
+    const again = await request(http)
+      .post('/v1/payments/')
+      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Idempotency-Key', key)
+      .send(body());
+
+    expect(again.status).toBe(201);
+    expect(again.text).toBe(first.text);
+  });
+
   it.each(['pm_card_lost_response', 'pm_card_timeout'])(
     'survives a lost provider reply (%s): one charge, and the retry replays the same payment',
     async (paymentMethod) => {
@@ -350,6 +363,46 @@ describe('POST /v1/payments', () => {
       expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code });
     });
 
+    it('400 for two Idempotency-Key headers, which Node would join into one', async () => {
+      const res = await request(http)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${apiKey}`)
+        // Node sends an array as repeated header lines; only supertest's types limit arrays to Cookie.
+        .set('Idempotency-Key', ['a', 'b'] as unknown as string)
+        .send(body());
+
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('idempotency_key_invalid');
+    });
+
+    it.each([
+      ['constructor', '{"amount":500,"currency":"USD","payment_method":"pm_card_ok","constructor":"x"}'],
+      ['metadata.constructor', '{"amount":500,"currency":"USD","payment_method":"pm_card_ok","metadata":{"constructor":"x"}}'],
+      ['__proto__', '{"amount":500,"currency":"USD","payment_method":"pm_card_ok","__proto__":{"a":"b"}}'],
+    ])('400 naming %s, a key that names object machinery', async (param, json) => {
+      const res = await request(http)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Idempotency-Key', randomUUID())
+        .set('Content-Type', 'application/json')
+        .send(json);
+
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'parameter_invalid', param });
+    });
+
+    it('400 with a useful message for a body sent without a JSON content type', async () => {
+      const res = await request(http)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Idempotency-Key', randomUUID())
+        .set('Content-Type', 'text/plain')
+        .send(JSON.stringify(body()));
+
+      expect(res.status).toBe(400);
+      expect(res.body.error.message).toMatch(/Content-Type: application\/json/);
+    });
+
     it('checks the body before the key', async () => {
       const res = await post(undefined, body({ amount: -1 }));
       expect(res.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
@@ -399,7 +452,7 @@ describe('POST /v1/payments', () => {
     });
   });
 
-  it('refuses a late outcome from a request that lost its lease', async () => {
+  it('refuses an outcome written under a token that does not hold the lease', async () => {
     const key = randomUUID();
     const pending = await post(key, body({ payment_method: 'pm_card_unavailable' }));
     const [{ client_id: clientId }] = await dataSource.query('SELECT client_id FROM idempotency_keys');
@@ -461,6 +514,30 @@ describe('GET /v1/payments', () => {
     expect(page3.body.has_more).toBe(false);
     expect((await get('/v1/payments')).body.data).toHaveLength(5);
     expect((await get(`/v1/payments/${ids[0]}`)).body.id).toBe(ids[0]);
+  });
+
+  it('skips no payment created in the same millisecond as the cursor', async () => {
+    await truncateAll(dataSource);
+    apiKey = (await createClient(dataSource)).apiKey;
+    const [{ id: clientId }] = await dataSource.query('SELECT id FROM api_clients');
+    // Three payments 1 µs apart: the same millisecond, as a burst of requests gets.
+    for (const [i, micros] of ['000001', '000002', '000003'].entries()) {
+      await dataSource.query(
+        `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, created_at)
+         VALUES ($1, $2, 100, 'USD', 'pm_card_ok', $3, $4)`,
+        [`pay_burst_${i}`, clientId, `pk_burst_${i}`, `2026-11-29T10:00:00.${micros}Z`],
+      );
+    }
+
+    const page1 = await get('/v1/payments?limit=1');
+    const page2 = await get(`/v1/payments?limit=1&starting_after=${page1.body.data[0].id}`);
+    const page3 = await get(`/v1/payments?limit=1&starting_after=${page2.body.data[0].id}`);
+
+    expect([page1, page2, page3].map((page) => page.body.data[0]?.id)).toEqual([
+      'pay_burst_2',
+      'pay_burst_1',
+      'pay_burst_0',
+    ]);
   });
 
   it.each([

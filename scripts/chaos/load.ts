@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Random } from '../../src/provider/retry-policy';
-import { type PayRequest, type PayResult, type RetryPolicy, payWithRetries } from '../lib/payment-client';
+import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../lib/payment-client';
 import type { Exchange } from './verdict';
 
 /**
@@ -91,7 +91,7 @@ export function planOperations(count: number, clients: readonly ChaosClient[], r
 export async function runLoad(
   operations: readonly Operation[],
   plan: LoadPlan,
-  send: { urls: readonly string[]; policy: RetryPolicy },
+  send: { urls: readonly string[]; policy: ClientRetryPolicy },
   onDone: (finished: number) => void = () => undefined,
 ): Promise<Exchange[]> {
   const exchanges: Exchange[] = [];
@@ -113,7 +113,7 @@ export async function runLoad(
 
 async function runOperation(
   op: Operation,
-  send: { urls: readonly string[]; policy: RetryPolicy },
+  send: { urls: readonly string[]; policy: ClientRetryPolicy },
 ): Promise<Exchange[]> {
   const request = (key: string, body: Record<string, unknown>): PayRequest => ({
     urls: send.urls,

@@ -35,7 +35,7 @@ export interface PayRequest {
   body: Record<string, unknown>;
 }
 
-export interface RetryPolicy {
+export interface ClientRetryPolicy {
   timeoutMs: number;
   maxAttempts: number;
   /** Budget for all attempts and waits of one payment. */
@@ -64,7 +64,7 @@ export function isFinal(reply: Reply): reply is HttpReply {
   return reply.status >= 400 && reply.status < 500;
 }
 
-export async function payWithRetries(request: PayRequest, policy: RetryPolicy): Promise<PayResult> {
+export async function payWithRetries(request: PayRequest, policy: ClientRetryPolicy): Promise<PayResult> {
   const replies: Reply[] = [];
   const deadline = Date.now() + policy.deadlineMs;
   for (let attempt = 0; attempt < policy.maxAttempts; attempt++) {

@@ -18,7 +18,7 @@ export class ClientsService {
   }
 
   async authenticate(authorization: string | undefined): Promise<ApiClient> {
-    const match = /^Bearer ([\x21-\x7e]{1,200})$/.exec(authorization?.trim() ?? '');
+    const match = /^bearer ([\x21-\x7e]{1,200})$/i.exec(authorization?.trim() ?? '');
     const client = match ? await this.clients.findByKeyHash(hashApiKey(match[1])) : undefined;
     if (!client) {
       throw new DomainError(ErrorCode.Unauthenticated, 'Send a valid API key as "Authorization: Bearer <key>".');

@@ -1,7 +1,7 @@
 /**
  * Stable error codes of the API. Services throw DomainError with one of these;
  * the HTTP layer maps each code to a status and type in one exhaustive switch
- * (common/error-envelope.filter.ts), so the worker can call the same services.
+ * (common/error-envelope.ts), so the worker can call the same services.
  */
 export enum ErrorCode {
   ParameterInvalid = 'parameter_invalid',
@@ -17,7 +17,6 @@ export enum ErrorCode {
   RateLimited = 'rate_limited',
   NotFound = 'resource_missing',
   RouteNotFound = 'route_not_found',
-  MethodNotAllowed = 'method_not_allowed',
   UnsupportedMediaType = 'unsupported_media_type',
   ProviderUnavailable = 'provider_unavailable',
   ServiceUnavailable = 'service_unavailable',

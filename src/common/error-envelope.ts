@@ -37,8 +37,6 @@ function statusAndType(code: ErrorCode): [number, ErrorType] {
     case ErrorCode.NotFound:
     case ErrorCode.RouteNotFound:
       return [404, 'invalid_request_error'];
-    case ErrorCode.MethodNotAllowed:
-      return [405, 'invalid_request_error'];
     case ErrorCode.RateLimited:
       return [429, 'rate_limit_error'];
     case ErrorCode.IdempotencyKeyInUse:
@@ -71,8 +69,6 @@ export function httpExceptionToDomain(exception: HttpException): DomainError {
   switch (exception.getStatus()) {
     case HttpStatus.NOT_FOUND:
       return new DomainError(ErrorCode.RouteNotFound, 'No such route.');
-    case HttpStatus.METHOD_NOT_ALLOWED:
-      return new DomainError(ErrorCode.MethodNotAllowed, 'Method not allowed on this route.');
     case HttpStatus.PAYLOAD_TOO_LARGE:
       return new DomainError(ErrorCode.BodyTooLarge, 'The request body is too large.');
     case HttpStatus.UNSUPPORTED_MEDIA_TYPE:
@@ -115,6 +111,9 @@ const UNAVAILABLE_CODES = new Set([
   '08001', // sqlclient_unable_to_establish_sqlconnection
   '08003', // connection_does_not_exist
   '08006', // connection_failure
+  '53300', // too_many_connections
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
 ]);
 
 /**

@@ -5,6 +5,7 @@ import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { bodyParserErrorToDomain, domainErrorToHttp } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
+import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { StrictValidationPipe } from './validation';
 
 /** Large enough for every field at its limit; anything bigger is refused unread. */
@@ -18,11 +19,14 @@ export function configureHttpApp(app: INestApplication): void {
   (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
   app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json' }));
-  // Body-parser failures happen before any route, so Nest's filters never see them.
-  app.use((error: unknown, _request: Request, response: Response, next: NextFunction) => {
+  // Answered here, before any route or the request logger has run, so that a
+  // malformed or oversized body gets its own code (body_invalid_json,
+  // body_too_large) and still carries a request id.
+  app.use((error: unknown, request: Request, response: Response, next: NextFunction) => {
     const domainError = bodyParserErrorToDomain(error);
     if (!domainError) return next(error);
     const http = domainErrorToHttp(domainError);
+    response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     response.status(http.status).json(http.body);
   });
   app.useGlobalPipes(new StrictValidationPipe());

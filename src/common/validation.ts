@@ -1,6 +1,21 @@
 import { type ArgumentMetadata, ValidationPipe, type ValidationError } from '@nestjs/common';
 import { DomainError, ErrorCode } from './domain-error';
 
+const RESERVED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** The path of the first key, at any depth, that names object machinery rather than data. */
+function reservedKeyPath(value: object, prefix = ''): string | undefined {
+  for (const [key, child] of Object.entries(value)) {
+    const path = `${prefix}${key}`;
+    if (RESERVED_KEYS.has(key)) return path;
+    if (typeof child === 'object' && child !== null) {
+      const nested = reservedKeyPath(child, `${path}.`);
+      if (nested) return nested;
+    }
+  }
+  return undefined;
+}
+
 function firstProblem(errors: ValidationError[], prefix = ''): { param: string; message: string } {
   const error = errors[0];
   const param = `${prefix}${error.property}`;
@@ -34,8 +49,22 @@ export class StrictValidationPipe extends ValidationPipe {
   }
 
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
-    if (metadata.type === 'body' && (typeof value !== 'object' || value === null || Array.isArray(value))) {
-      throw new DomainError(ErrorCode.ParameterInvalid, 'The request body must be a JSON object.');
+    if (metadata.type === 'body') {
+      if (value === undefined) {
+        throw new DomainError(
+          ErrorCode.ParameterInvalid,
+          'Send the body as a JSON object with Content-Type: application/json.',
+        );
+      }
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+        throw new DomainError(ErrorCode.ParameterInvalid, 'The request body must be a JSON object.');
+      }
+      const reserved = reservedKeyPath(value);
+      if (reserved) {
+        // class-transformer treats these names as the object's own machinery:
+        // it would drop them silently or throw, instead of refusing them.
+        throw new DomainError(ErrorCode.ParameterInvalid, `Unknown parameter: ${reserved}.`, { param: reserved });
+      }
     }
     return super.transform(value, metadata);
   }

@@ -11,13 +11,12 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
  * where `\"` and `\\` are the only escapes).
  */
 export function parseIdempotencyKey(header: string | string[] | undefined): string {
-  if (header === undefined || (typeof header === 'string' && header.trim() === '')) {
+  const values = header === undefined ? [] : Array.isArray(header) ? header : [header];
+  if (values.length > 1) throw invalid('Send exactly one Idempotency-Key header.');
+  const value = (values[0] ?? '').trim();
+  if (value === '') {
     throw new DomainError(ErrorCode.IdempotencyKeyMissing, 'An Idempotency-Key header is required.');
   }
-  if (Array.isArray(header)) {
-    throw invalid('Send exactly one Idempotency-Key header.');
-  }
-  const value = header.trim();
   const key = value.startsWith('"') ? unquote(value) : value;
   if (key.length === 0 || key.length > MAX_KEY_LENGTH || !PRINTABLE_ASCII.test(key)) {
     throw invalid(`The Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters.`);

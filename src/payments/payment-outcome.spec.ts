@@ -31,25 +31,37 @@ const payment = (overrides: Partial<Payment>): Payment => ({
   ...overrides,
 });
 
+const ordered = { amount: 500, currency: 'USD' };
+
 describe('outcomeOfCharge', () => {
   it('maps a succeeded charge to a succeeded payment', () => {
-    expect(outcomeOfCharge(charge({}))).toEqual({ status: 'succeeded', providerChargeId: 'ch_1' });
+    expect(outcomeOfCharge(charge({}), ordered)).toEqual({ status: 'succeeded', providerChargeId: 'ch_1' });
   });
 
   it('maps a declined charge to a failed payment with the provider’s code', () => {
-    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'card_declined' }))).toEqual({
+    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'card_declined' }), ordered)).toEqual({
       status: 'failed',
       providerChargeId: 'ch_1',
       failureCode: 'card_declined',
       failureMessage: 'The card was declined.',
     });
-    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'payment_method_unknown' }))).toMatchObject({
+    expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'payment_method_unknown' }), ordered)).toMatchObject({
       failureCode: 'payment_method_unknown',
     });
   });
 
+  it.each([
+    ['amount', { amount: 501 }],
+    ['currency', { currency: 'EUR' }],
+  ])('sends a charge for another %s to review, whatever its status', (_field, overrides) => {
+    expect(outcomeOfCharge(charge({ ...overrides, status: 'succeeded' }), ordered)).toMatchObject({
+      status: 'requires_review',
+      failureCode: 'provider_charge_mismatch',
+    });
+  });
+
   it('treats a pending charge as no outcome yet', () => {
-    expect(outcomeOfCharge(charge({ status: 'pending' }))).toBeUndefined();
+    expect(outcomeOfCharge(charge({ status: 'pending' }), ordered)).toBeUndefined();
   });
 });
 

@@ -1,5 +1,7 @@
 import type { ProviderCharge } from '../provider/provider.client';
 import type { StoredResponse } from '../idempotency/idempotency.repository';
+import { DomainError, ErrorCode } from '../common/domain-error';
+import { domainErrorToHttp } from '../common/error-envelope';
 import { type Payment, toResource } from './payment';
 
 /** A final state a pending payment can move to, and why. */
@@ -10,9 +12,22 @@ export type FinalOutcome =
 
 /**
  * What a provider's answer means for the payment. A pending charge is not an
- * outcome: the payment stays pending and reconciliation asks again later.
+ * outcome: the payment stays pending and reconciliation asks again later. A
+ * charge for another amount or currency than the payment's is never taken as
+ * its outcome, whatever its status: money moved that nobody asked for, and a
+ * person must look.
  */
-export function outcomeOfCharge(charge: ProviderCharge): FinalOutcome | undefined {
+export function outcomeOfCharge(
+  charge: ProviderCharge,
+  payment: Pick<Payment, 'amount' | 'currency'>,
+): FinalOutcome | undefined {
+  if (charge.amount !== payment.amount || charge.currency !== payment.currency) {
+    return {
+      status: 'requires_review',
+      failureCode: 'provider_charge_mismatch',
+      failureMessage: `The provider's charge ${charge.id} is for ${charge.amount} ${charge.currency}.`,
+    };
+  }
   switch (charge.status) {
     case 'succeeded':
       return { status: 'succeeded', providerChargeId: charge.id };
@@ -22,7 +37,10 @@ export function outcomeOfCharge(charge: ProviderCharge): FinalOutcome | undefine
         status: 'failed',
         providerChargeId: charge.id,
         failureCode,
-        failureMessage: failureCode === 'card_declined' ? 'The card was declined.' : `The provider declined the payment (${failureCode}).`,
+        failureMessage:
+          failureCode === 'card_declined'
+            ? 'The card was declined.'
+            : `The provider declined the payment (${failureCode}).`,
       };
     }
     case 'pending':
@@ -41,18 +59,11 @@ export function finalResponseFor(payment: Payment): StoredResponse {
   switch (payment.status) {
     case 'succeeded':
       return { status: 201, body: JSON.stringify(resource) };
-    case 'failed':
-      return {
-        status: 402,
-        body: JSON.stringify({
-          error: {
-            type: 'card_error',
-            code: 'card_declined',
-            message: payment.failureMessage ?? 'The card was declined.',
-            payment: resource,
-          },
-        }),
-      };
+    case 'failed': {
+      const declined = new DomainError(ErrorCode.CardDeclined, payment.failureMessage ?? 'The card was declined.');
+      const { status, body } = domainErrorToHttp(declined);
+      return { status, body: JSON.stringify({ error: { ...body.error, payment: resource } }) };
+    }
     case 'requires_review':
       return { status: 202, body: JSON.stringify(resource) };
     case 'pending':

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Headers, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
@@ -21,14 +21,15 @@ export class PaymentsController {
   async create(
     @CurrentClient() client: ApiClient,
     @Body() body: CreatePaymentDto,
-    @Headers('idempotency-key') idempotencyKeyHeader: string | undefined,
     @RequestFingerprint() fingerprint: string,
     @Req() request: Request,
     @Res() response: Response,
   ): Promise<void> {
     const reply = await this.payments.create({
       clientId: client.id,
-      idempotencyKeyHeader,
+      // Every copy of the header: Node joins repeated ones with ", ", which
+      // would read as one key.
+      idempotencyKeyHeader: request.headersDistinct['idempotency-key'],
       fingerprint,
       body,
       requestId: requestIdOf(request),

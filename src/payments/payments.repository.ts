@@ -103,17 +103,19 @@ export class PaymentsRepository {
   async listForClient(
     db: EntityManager,
     clientId: string,
-    page: { limit: number; startingAfter?: Payment },
+    page: { limit: number; startingAfter?: string },
   ): Promise<{ payments: Payment[]; hasMore: boolean }> {
-    const cursor = page.startingAfter;
+    // The cursor's created_at is compared in SQL: Postgres keeps microseconds,
+    // a JS Date only milliseconds, and a rounded cursor would skip payments.
     const rows = await queryRows<PaymentRow>(
       db,
       `SELECT * FROM payments
         WHERE client_id = $1
-          AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::text))
+          AND ($2::text IS NULL
+               OR (created_at, id) < (SELECT created_at, id FROM payments WHERE id = $2 AND client_id = $1))
         ORDER BY created_at DESC, id DESC
-        LIMIT $4`,
-      [clientId, cursor?.createdAt ?? null, cursor?.id ?? null, page.limit + 1],
+        LIMIT $3`,
+      [clientId, page.startingAfter ?? null, page.limit + 1],
     );
     return { payments: rows.slice(0, page.limit).map(toPayment), hasMore: rows.length > page.limit };
   }

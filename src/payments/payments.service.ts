@@ -87,7 +87,7 @@ export class PaymentsService {
     // decides no race: the claim's INSERT and the lease takeover do.
     const existing = await this.keys.find(this.dataSource.manager, command.clientId, key);
     const live = existing && !(existing.expired && existing.response) ? existing : undefined;
-    const settled = live && this.settledAnswer(live, command.fingerprint);
+    const settled = live && this.answerFromKey(live, command.fingerprint);
     if (settled) return { ...settled, headers: { 'Idempotent-Replayed': 'true' } };
     this.refuseWhileProviderDown();
     const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
@@ -112,16 +112,15 @@ export class PaymentsService {
     page: { limit?: number; startingAfter?: string },
   ): Promise<{ object: 'list'; data: PaymentResource[]; has_more: boolean }> {
     const db = this.dataSource.manager;
-    let cursor: Payment | undefined;
-    if (page.startingAfter !== undefined) {
-      cursor = await this.payments.findForClient(db, clientId, page.startingAfter);
-      if (!cursor) {
-        throw new DomainError(ErrorCode.ParameterInvalid, `No payment ${page.startingAfter}.`, {
-          param: 'starting_after',
-        });
-      }
+    if (page.startingAfter !== undefined && !(await this.payments.findForClient(db, clientId, page.startingAfter))) {
+      throw new DomainError(ErrorCode.ParameterInvalid, `No payment ${page.startingAfter}.`, {
+        param: 'starting_after',
+      });
     }
-    const result = await this.payments.listForClient(db, clientId, { limit: page.limit ?? 10, startingAfter: cursor });
+    const result = await this.payments.listForClient(db, clientId, {
+      limit: page.limit ?? 10,
+      startingAfter: page.startingAfter,
+    });
     return { object: 'list', data: result.payments.map(toResource), has_more: result.hasMore };
   }
 
@@ -144,7 +143,7 @@ export class PaymentsService {
       { requestId },
     );
     this.crashPoint.reach('before_outcome', { paymentId: payment.id });
-    const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge) : undefined;
+    const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge, payment) : undefined;
     if (outcome) {
       const response = await this.recordOutcome(lease, payment.id, outcome);
       return response ? { ...response, headers: {} } : this.answerAfterLostLease(lease);
@@ -247,7 +246,7 @@ export class PaymentsService {
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const state = await this.keys.find(db, lease.clientId, lease.key);
       if (!state) break; // pruned since it was read: rare; the client's retry claims afresh
-      const settled = this.settledAnswer(state, fingerprint);
+      const settled = this.answerFromKey(state, fingerprint);
       if (settled) return { kind: 'replay', response: settled };
       if (await this.keys.takeOverLease(db, lease, this.config.idempotency.leaseMs)) {
         const payment = await this.payments.findById(db, state.paymentId);
@@ -280,7 +279,7 @@ export class PaymentsService {
    * stored response is replayed, a live lease means 409. Undefined: the key's
    * payment is unfinished and nobody holds it, so it may be resumed.
    */
-  private settledAnswer(state: KeyState, fingerprint: string): StoredResponse | undefined {
+  private answerFromKey(state: KeyState, fingerprint: string): StoredResponse | undefined {
     if (state.fingerprint !== fingerprint) throw this.keyReused();
     if (state.response) return state.response;
     if (state.leaseRemainingSeconds > 0) throw this.inProgress();
@@ -299,7 +298,7 @@ export class PaymentsService {
     if (waitMs > 0) {
       throw new DomainError(
         ErrorCode.ProviderUnavailable,
-        'The payment provider is unavailable; nothing was done. Retry later.',
+        'The payment provider is unavailable; no charge was attempted. Retry later with the same Idempotency-Key.',
         { retryAfterSeconds: Math.ceil(waitMs / 1000) },
       );
     }

@@ -107,10 +107,15 @@ export class ReconciliationService {
    * CIRCUIT_OPEN when the breaker refused a call, so the provider could not answer.
    */
   private async askProvider(payment: Payment): Promise<FinalOutcome | typeof CIRCUIT_OPEN | undefined> {
-    const single = { maxAttempts: 1 };
-    const lookup = await this.provider.getCharge(payment.providerKey, single);
-    if (lookup.kind === 'found') return outcomeOfCharge(lookup.charge);
+    // Both calls share one provider deadline, which the configuration keeps
+    // shorter than the lease this job holds: the job cannot outlive its lease.
+    const { deadlineMs } = this.config.provider;
+    const deadline = Date.now() + deadlineMs;
+    const lookup = await this.provider.getCharge(payment.providerKey, { maxAttempts: 1, deadlineMs });
+    if (lookup.kind === 'found') return outcomeOfCharge(lookup.charge, payment);
     if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
+    const left = deadline - Date.now();
+    if (left <= 0) return undefined;
     const submitted = await this.provider.createCharge(
       {
         providerKey: payment.providerKey,
@@ -119,9 +124,9 @@ export class ReconciliationService {
         paymentMethod: payment.paymentMethod,
         reference: payment.id,
       },
-      single,
+      { maxAttempts: 1, deadlineMs: left },
     );
-    if (submitted.kind === 'answered') return outcomeOfCharge(submitted.charge);
+    if (submitted.kind === 'answered') return outcomeOfCharge(submitted.charge, payment);
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
   }
 
