@@ -14,6 +14,8 @@ import {
 import {
   PaymentsClient,
   type Reply,
+  FAST_API_KNOBS,
+  FAST_WORKER_KNOBS,
   chargesFor,
   childEnv,
   crashPointReached,
@@ -34,24 +36,9 @@ import { testConfig } from './support/test-env';
 jest.setTimeout(30_000);
 
 const QUEUE_PREFIX = uniqueQueuePrefix();
-/**
- * Short, so that a dead request's key frees up within a test. Config wants
- * the lease longer than the provider deadline, so the provider client's
- * budget shrinks with it; it still outlasts PROVIDER_LATENCY_MS.
- */
-const API_KNOBS = {
-  QUEUE_PREFIX,
-  IDEMPOTENCY_LEASE_MS: '1500',
-  PROVIDER_TIMEOUT_MS: '800',
-  PROVIDER_DEADLINE_MS: '1000',
-};
-const WORKER_KNOBS = {
-  ...API_KNOBS,
-  RECONCILE_INTERVAL_MS: '100',
-  RECONCILE_STALE_AFTER_MS: '0',
-  RECONCILE_BACKOFF_BASE_MS: '200',
-  RECONCILE_BACKOFF_CAP_MS: '400',
-};
+/** The provider deadline in FAST_API_KNOBS still outlasts PROVIDER_LATENCY_MS. */
+const API_KNOBS = { QUEUE_PREFIX, ...FAST_API_KNOBS };
+const WORKER_KNOBS = { QUEUE_PREFIX, ...FAST_WORKER_KNOBS };
 /** Every provider call is in flight this long, so a request can die with the provider still working on it. */
 const PROVIDER_LATENCY_MS = '300';
 

@@ -12,6 +12,7 @@ import {
 } from './support/processes';
 import {
   PaymentsClient,
+  FAST_WORKER_KNOBS,
   chargesFor,
   childEnv,
   crashPointReached,
@@ -29,16 +30,7 @@ import { testConfig } from './support/test-env';
 jest.setTimeout(30_000);
 
 const QUEUE_PREFIX = uniqueQueuePrefix();
-const KNOBS = {
-  QUEUE_PREFIX,
-  IDEMPOTENCY_LEASE_MS: '1500',
-  PROVIDER_TIMEOUT_MS: '800',
-  PROVIDER_DEADLINE_MS: '1000',
-  RECONCILE_INTERVAL_MS: '100',
-  RECONCILE_STALE_AFTER_MS: '0',
-  RECONCILE_BACKOFF_BASE_MS: '200',
-  RECONCILE_BACKOFF_CAP_MS: '400',
-};
+const KNOBS = { QUEUE_PREFIX, ...FAST_WORKER_KNOBS };
 
 const payload = (paymentMethod = 'pm_card_ok') => ({ amount: 990, currency: 'USD', payment_method: paymentMethod });
 

@@ -79,3 +79,22 @@ export const logged =
 export async function chargesFor(provider: ProviderProcess, paymentId: string): Promise<Charge[]> {
   return (await provider.charges()).filter((charge) => charge.reference === paymentId);
 }
+
+/**
+ * Knobs for a stack whose failures recover within one test: a dead request's
+ * key frees up after 1.5 s (config wants the lease longer than the provider
+ * deadline, so the provider client's budget shrinks with it), and workers
+ * sweep every 100 ms with no staleness wait on a short ladder.
+ */
+export const FAST_API_KNOBS = {
+  IDEMPOTENCY_LEASE_MS: '1500',
+  PROVIDER_TIMEOUT_MS: '800',
+  PROVIDER_DEADLINE_MS: '1000',
+};
+export const FAST_WORKER_KNOBS = {
+  ...FAST_API_KNOBS,
+  RECONCILE_INTERVAL_MS: '100',
+  RECONCILE_STALE_AFTER_MS: '0',
+  RECONCILE_BACKOFF_BASE_MS: '200',
+  RECONCILE_BACKOFF_CAP_MS: '400',
+};
