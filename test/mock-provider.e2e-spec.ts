@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Charge, type ProviderProcess, startProvider } from './support/provider-process';
+import { eventually } from './support/test-stack';
 
 jest.setTimeout(30_000);
 
@@ -36,23 +37,6 @@ const chargeBody = (paymentMethod: string, overrides: Record<string, unknown> = 
 
 const getCharge = (provider: ProviderProcess, key: string) =>
   fetch(`${provider.url}/charges/${encodeURIComponent(key)}`);
-
-/** Polls until accept(value) holds, failing with the last value once the deadline passes. */
-async function eventually<T>(
-  probe: () => Promise<T>,
-  accept: (value: T) => boolean,
-  timeoutMs = 5_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (accept(value)) return value;
-    if (Date.now() > deadline) {
-      throw new Error(`not reached in ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-    }
-    await new Promise((wake) => setTimeout(wake, 25));
-  }
-}
 
 describe('mock provider (spawned process)', () => {
   const SLOW_REPLY_MS = 300;
@@ -251,8 +235,11 @@ describe('mock provider (spawned process)', () => {
     const response = await postCharge(provider, key, chargeBody('pm_card_pending'));
     const created = (await response.json()) as Charge;
     const settled = await eventually(
-      async () => (await (await getCharge(provider, key)).json()) as Charge,
-      (charge) => charge.status === 'succeeded',
+      async () => {
+        const charge = (await (await getCharge(provider, key)).json()) as Charge;
+        return charge.status === 'succeeded' ? charge : undefined;
+      },
+      { what: 'the pending charge to settle' },
     );
 
     expect(created.status).toBe('pending');
@@ -294,10 +281,9 @@ describe('mock provider (spawned process)', () => {
     const loggedAsRequestId = (line: string) =>
       line.includes(requestId) &&
       (JSON.parse(line) as { req?: { id?: string } }).req?.id === requestId;
-    await eventually(
-      async () => provider.output(),
-      (lines) => lines.some(loggedAsRequestId),
-    );
+    await eventually(async () => (provider.output().some(loggedAsRequestId) ? true : undefined), {
+      what: 'a log line with the request id',
+    });
   });
 });
 
@@ -358,10 +344,9 @@ describe('mock provider restarts', () => {
     const provider = await start({ PROVIDER_SLOW_REPLY_MS: '1000' });
     const key = newKey();
     const inFlight = postCharge(provider, key, chargeBody('pm_card_timeout'));
-    await eventually(
-      async () => (await getCharge(provider, key)).status,
-      (status) => status === 200,
-    );
+    await eventually(async () => ((await getCharge(provider, key)).status === 200 ? true : undefined), {
+      what: 'the charge to be recorded',
+    });
 
     const exit = await provider.stop();
     const response = await inFlight;

@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, type OnModuleDestroy } from '@nestjs/common';
+import { Controller, Get, Inject } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
@@ -14,7 +14,7 @@ function withTimeout<T>(work: Promise<T>): Promise<T> {
 }
 
 @Controller('health')
-export class HealthController implements OnModuleDestroy {
+export class HealthController {
   constructor(
     private readonly dataSource: DataSource,
     @Inject(HEALTH_REDIS) private readonly redis: Redis,
@@ -38,9 +38,5 @@ export class HealthController implements OnModuleDestroy {
       throw new DomainError(ErrorCode.ServiceUnavailable, `Not ready: ${down.join(' and ')} unreachable.`);
     }
     return { status: 'ok', checks: { postgres: 'up', redis: 'up' } };
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    this.redis.disconnect();
   }
 }

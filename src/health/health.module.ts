@@ -1,4 +1,5 @@
-import { Module } from '@nestjs/common';
+import { Inject, Module, type OnModuleDestroy } from '@nestjs/common';
+import type { Redis } from 'ioredis';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
 import { HEALTH_REDIS, HealthController } from './health.controller';
@@ -10,4 +11,11 @@ import { createFailFastRedis } from './redis-connection';
     { provide: HEALTH_REDIS, inject: [APP_CONFIG], useFactory: (config: AppConfig) => createFailFastRedis(config.redisUrl) },
   ],
 })
-export class HealthModule {}
+export class HealthModule implements OnModuleDestroy {
+  constructor(@Inject(HEALTH_REDIS) private readonly redis: Redis) {}
+
+  /** The module made the connection, so the module closes it. */
+  onModuleDestroy(): void {
+    this.redis.disconnect();
+  }
+}
