@@ -40,6 +40,11 @@ const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
 /** Claim conflicts resolve within a round or two; past that, answer 409 and let the client retry. */
 const MAX_CLAIM_ROUNDS = 3;
 
+/** A stored response sent again, marked as such. */
+function replayOf(response: StoredResponse): PaymentReply {
+  return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
+}
+
 type Start =
   | { kind: 'acquired'; payment: Payment; lease: Lease }
   | { kind: 'replay'; response: StoredResponse };
@@ -86,17 +91,16 @@ export class PaymentsService {
     // key (replays, and the 409s of a retry storm) are answered from it. It
     // decides no race: the claim's INSERT and the lease takeover do.
     const existing = await this.keys.find(this.dataSource.manager, command.clientId, key);
+    // An expired key whose payment is final is a new request: the claim takes it over.
     const live = existing && !(existing.expired && existing.response) ? existing : undefined;
     const settled = live && this.answerFromKey(live, command.fingerprint);
-    if (settled) return { ...settled, headers: { 'Idempotent-Replayed': 'true' } };
+    if (settled) return replayOf(settled);
     this.refuseWhileProviderDown();
     const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
     const start = live
       ? await this.resumeExisting(lease, command.fingerprint)
       : await this.claimAndCreatePending(command, lease);
-    if (start.kind === 'replay') {
-      return { ...start.response, headers: { 'Idempotent-Replayed': 'true' } };
-    }
+    if (start.kind === 'replay') return replayOf(start.response);
     this.crashPoint.reach('after_claim', { paymentId: start.payment.id });
     return this.charge(start.payment, start.lease, command.requestId);
   }
@@ -269,7 +273,7 @@ export class PaymentsService {
   private async answerAfterLostLease(lease: Lease): Promise<PaymentReply> {
     this.logger.warn({ msg: 'lease lost before the outcome was recorded', key: lease.key });
     const state = await this.keys.find(this.dataSource.manager, lease.clientId, lease.key);
-    if (state?.response) return { ...state.response, headers: { 'Idempotent-Replayed': 'true' } };
+    if (state?.response) return replayOf(state.response);
     throw this.inProgress();
   }
 
