@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Charge, type ProviderProcess, startProvider } from './support/provider-process';
-import { eventually } from './support/test-stack';
+import { eventually } from './support/eventually';
 
 jest.setTimeout(30_000);
 

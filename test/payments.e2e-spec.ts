@@ -418,6 +418,8 @@ describe('POST /v1/payments', () => {
 
       expect(res.status).toBe(400);
       expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'body_invalid_json' });
+      // Answered before the request logger runs, and still traceable.
+      expect(res.headers['x-request-id']).toMatch(/^req_/);
     });
 
     it('400 for a body that is not an object', async () => {

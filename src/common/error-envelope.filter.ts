@@ -2,7 +2,6 @@ import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger 
 import type { Request, Response } from 'express';
 import { DomainError, ErrorCode } from './domain-error';
 import {
-  bodyParserErrorToDomain,
   domainErrorToHttp,
   httpExceptionToDomain,
   infrastructureErrorToDomain,
@@ -29,7 +28,7 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
         ? exception
         : exception instanceof HttpException
           ? httpExceptionToDomain(exception)
-          : (bodyParserErrorToDomain(exception) ?? infrastructureErrorToDomain(exception));
+          : infrastructureErrorToDomain(exception);
     const domainError = known ?? new DomainError(ErrorCode.Internal, 'An unexpected error occurred.');
     const http = domainErrorToHttp(domainError);
     if (http.status >= 500) {

@@ -19,7 +19,9 @@ export class Metrics {
 
   readonly paymentAnswers = new Counter({
     name: 'payment_answers_total',
-    help: 'Answers of POST /v1/payments by HTTP status and whether they were replays.',
+    help:
+      'POST /v1/payments answers that carry a payment (201, 202, 402), by status and whether replayed; ' +
+      'errors are in http_request_duration_seconds.',
     labelNames: ['status', 'replayed'] as const,
     registers: [this.registry],
   });

@@ -1,5 +1,6 @@
 import type { ProviderCharge } from '../provider/provider.client';
 import type { Payment } from './payment';
+import { aPayment } from './payment.fixture';
 import { finalResponseFor, outcomeOfCharge } from './payment-outcome';
 
 const charge = (overrides: Partial<ProviderCharge>): ProviderCharge => ({
@@ -11,25 +12,15 @@ const charge = (overrides: Partial<ProviderCharge>): ProviderCharge => ({
   ...overrides,
 });
 
-const payment = (overrides: Partial<Payment>): Payment => ({
-  id: 'pay_1',
-  clientId: 'client',
-  amount: 500,
-  currency: 'USD',
-  paymentMethod: 'pm_card_ok',
-  orderId: null,
-  description: null,
-  metadata: {},
-  status: 'succeeded',
-  providerKey: 'pk_pay_1',
-  providerChargeId: 'ch_1',
-  failureCode: null,
-  failureMessage: null,
-  reconcileAttempts: 0,
-  createdAt: new Date('2026-11-29T09:00:00Z'),
-  updatedAt: new Date('2026-11-29T09:00:01Z'),
-  ...overrides,
-});
+/** A succeeded payment, as it stands once its outcome is recorded. */
+const payment = (overrides: Partial<Payment>): Payment =>
+  aPayment({
+    clientId: 'client',
+    status: 'succeeded',
+    providerChargeId: 'ch_1',
+    updatedAt: new Date('2026-11-29T09:00:01Z'),
+    ...overrides,
+  });
 
 const ordered = { amount: 500, currency: 'USD' };
 

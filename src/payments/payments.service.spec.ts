@@ -7,7 +7,7 @@ import { loadConfig } from '../config/app-config';
 import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
 import { Metrics } from '../metrics/metrics';
 import type { ProviderClient } from '../provider/provider.client';
-import type { Payment } from './payment';
+import { aPayment } from './payment.fixture';
 import type { PaymentsRepository } from './payments.repository';
 import { type CreatePaymentCommand, PaymentsService } from './payments.service';
 
@@ -24,28 +24,6 @@ function strictMock<T extends object>(name: string): jest.Mocked<T> {
       throw new Error(`${name}.${String(property)}() was called but not stubbed`);
     },
   });
-}
-
-function pendingPayment(overrides: Partial<Payment> = {}): Payment {
-  return {
-    id: 'pay_1',
-    clientId: 'client_1',
-    amount: 500,
-    currency: 'USD',
-    paymentMethod: 'pm_card_ok',
-    orderId: null,
-    description: null,
-    metadata: {},
-    status: 'pending',
-    providerKey: 'pk_pay_1',
-    providerChargeId: null,
-    failureCode: null,
-    failureMessage: null,
-    reconcileAttempts: 0,
-    createdAt: new Date('2026-11-29T09:00:00Z'),
-    updatedAt: new Date('2026-11-29T09:00:00Z'),
-    ...overrides,
-  };
 }
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
@@ -97,11 +75,11 @@ describe('PaymentsService.create', () => {
     const { sut, keys, payments, provider, dataSource, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id, providerKey: row.providerKey }));
+    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
     payments.transitionFromPending = jest.fn(async (_db, id, _outcome) =>
-      pendingPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
+      aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
     );
     keys.complete = jest.fn().mockResolvedValue(undefined);
 
@@ -161,7 +139,7 @@ describe('PaymentsService.create', () => {
 
   it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
     const { sut, keys, payments, provider, command } = setup();
-    const abandoned = pendingPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
+    const abandoned = aPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
     payments.findById = jest.fn().mockResolvedValue(abandoned);
@@ -182,7 +160,7 @@ describe('PaymentsService.create', () => {
     const { sut, keys, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
+    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue(result);
     keys.release = jest.fn().mockResolvedValue(undefined);
 
@@ -196,7 +174,7 @@ describe('PaymentsService.create', () => {
   it('writes nothing when its lease was taken over, and answers with what the new holder stored', async () => {
     const { sut, keys, payments, provider, command } = setup();
     keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => pendingPayment({ id: row.id }));
+    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
     keys.find = jest

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { loadConfig } from '../config/app-config';
 import { Metrics } from '../metrics/metrics';
 import { ProviderBreaker } from './provider-breaker';
+import { eventually } from '../../test/support/eventually';
 
 function setup(threshold: number, halfOpenMs: number) {
   const config = loadConfig({
@@ -14,11 +15,11 @@ function setup(threshold: number, halfOpenMs: number) {
 }
 
 async function untilProbeDue(sut: ProviderBreaker): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (sut.refusingForMs() > 0) {
-    if (Date.now() > deadline) throw new Error('the breaker never became due for a probe');
-    await new Promise((wake) => setTimeout(wake, 10));
-  }
+  await eventually(() => (sut.refusingForMs() === 0 ? true : undefined), {
+    timeoutMs: 5_000,
+    intervalMs: 10,
+    what: 'the breaker to become due for a probe',
+  });
 }
 
 describe(ProviderBreaker.name, () => {

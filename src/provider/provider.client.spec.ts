@@ -11,6 +11,7 @@ import { ProviderBreaker } from './provider-breaker';
 import { PROVIDER_CLIENT_DEPS, ProviderClient, type ProviderClientDeps } from './provider.client';
 import { ProviderModule } from './provider.module';
 import { RetryBudget } from './retry-budget';
+import { eventually } from '../../test/support/eventually';
 
 const CHARGE = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
 const INPUT = {
@@ -486,8 +487,11 @@ describe('ProviderClient circuit breaker', () => {
     await client.getCharge('pk_pay_1', { maxAttempts: 1 });
     expect(breaker.state).toBe('open');
 
-    const deadline = Date.now() + 5_000;
-    while (client.unavailableForMs() > 0 && Date.now() < deadline) await new Promise((wake) => setTimeout(wake, 10));
+    await eventually(() => (client.unavailableForMs() === 0 ? true : undefined), {
+      timeoutMs: 5_000,
+      intervalMs: 10,
+      what: 'the circuit to become due for a probe',
+    });
     expect(client.unavailableForMs()).toBe(0);
     await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'found' });
     expect(breaker.state).toBe('closed');

@@ -13,6 +13,8 @@ import type { AppConfig } from '../../src/config/app-config';
 import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
 import { WorkerModule } from '../../src/worker.module';
 
+export { eventually } from './eventually';
+
 /** The API as main.ts builds it, in this process, for supertest. */
 export async function startApi(config: AppConfig): Promise<{ app: INestApplication; http: App; dataSource: DataSource }> {
   const moduleRef = await Test.createTestingModule({ imports: [AppModule.forRoot(config)] }).compile();
@@ -49,18 +51,4 @@ export async function truncateAll(dataSource: DataSource): Promise<void> {
 export async function createClient(dataSource: DataSource, name = 'test client'): Promise<{ id: string; apiKey: string }> {
   const client = await new ClientsService(new ClientsRepository(dataSource)).create(name);
   return { id: client.id, apiKey: client.api_key };
-}
-
-/** Polls until `check` returns a value, or fails with the last observation at the deadline. */
-export async function eventually<T>(
-  check: () => Promise<T | undefined>,
-  { timeoutMs = 10_000, intervalMs = 50, what = 'condition' } = {},
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
 }
