@@ -4,7 +4,7 @@ import request from 'supertest';
 import type { App } from 'supertest/types';
 import type { DataSource } from 'typeorm';
 import type { AppConfig } from '../src/config/app-config';
-import { PaymentsService } from '../src/payments/payments.service';
+import { Ledger } from '../src/ledger/ledger.service';
 import { type ProviderProcess, startProvider } from './support/provider-process';
 import {
   createClient,
@@ -460,7 +460,7 @@ describe('POST /v1/payments', () => {
     const [{ client_id: clientId }] = await dataSource.query('SELECT client_id FROM idempotency_keys');
 
     const written = await app
-      .get(PaymentsService)
+      .get(Ledger)
       .recordOutcome({ clientId, key, token: randomUUID() }, pending.body.id, {
         status: 'succeeded',
         providerChargeId: 'ch_forged',

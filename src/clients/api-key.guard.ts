@@ -1,6 +1,6 @@
 import { type CanActivate, type ExecutionContext, Injectable, createParamDecorator } from '@nestjs/common';
 import type { Request } from 'express';
-import type { ApiClient } from './clients.repository';
+import type { ApiClient } from './clients.table';
 import { ClientsService } from './clients.service';
 
 type AuthenticatedRequest = Request & { client?: ApiClient };

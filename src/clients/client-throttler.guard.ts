@@ -1,7 +1,7 @@
 import { type ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard, type ThrottlerLimitDetail } from '@nestjs/throttler';
-import { DomainError, ErrorCode } from '../common/domain-error';
-import type { ApiClient } from './clients.repository';
+import { TransportError, TransportErrorCode } from '../common/transport-error';
+import type { ApiClient } from './clients.table';
 
 /**
  * Rate limits per API client (runs after ApiKeyGuard), counted in this
@@ -25,7 +25,7 @@ export class ClientThrottlerGuard extends ThrottlerGuard {
     _context: ExecutionContext,
     detail: ThrottlerLimitDetail,
   ): Promise<void> {
-    throw new DomainError(ErrorCode.RateLimited, 'Too many requests for this API key; slow down.', {
+    throw new TransportError(TransportErrorCode.RateLimited, 'Too many requests for this API key; slow down.', {
       retryAfterSeconds: Math.max(1, Math.ceil(detail.timeToBlockExpire)),
     });
   }

@@ -1,11 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { queryRow } from '../database/sql';
-
-export interface ApiClient {
-  id: string;
-  name: string;
-}
+import type { ApiClient } from './clients.table';
 
 @Injectable()
 export class ClientsRepository {

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { generateApiKey, hashApiKey } from './api-key';
-import { type ApiClient, ClientsRepository } from './clients.repository';
+import { ClientsRepository } from './clients.repository';
+import type { ApiClient } from './clients.table';
 
 @Injectable()
 export class ClientsService {

@@ -1,12 +1,10 @@
 /**
- * Stable error codes of the API. Services throw DomainError with one of these;
- * the HTTP layer maps each code to a status and type in one exhaustive switch
- * (common/error-envelope.ts), so the worker can call the same services.
+ * Stable codes of the errors services raise. A service throws a DomainError
+ * and never an HTTP exception, so the worker and the commands can call the
+ * same services; common/error-envelope.ts maps each code to a status once.
  */
 export enum ErrorCode {
   ParameterInvalid = 'parameter_invalid',
-  BodyInvalidJson = 'body_invalid_json',
-  BodyTooLarge = 'body_too_large',
   IdempotencyKeyMissing = 'idempotency_key_missing',
   IdempotencyKeyInvalid = 'idempotency_key_invalid',
   IdempotencyKeyReused = 'idempotency_key_reused',
@@ -14,20 +12,22 @@ export enum ErrorCode {
   OrderAlreadyPaid = 'order_already_paid',
   CardDeclined = 'card_declined',
   Unauthenticated = 'unauthenticated',
-  RateLimited = 'rate_limited',
   NotFound = 'resource_missing',
-  RouteNotFound = 'route_not_found',
-  UnsupportedMediaType = 'unsupported_media_type',
   ProviderUnavailable = 'provider_unavailable',
-  ServiceUnavailable = 'service_unavailable',
-  Internal = 'internal_error',
+}
+
+export interface ErrorDetails {
+  /** The request field at fault. */
+  param?: string;
+  /** Sent as Retry-After: when trying again can succeed. */
+  retryAfterSeconds?: number;
 }
 
 export class DomainError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
-    readonly details: { param?: string; retryAfterSeconds?: number } = {},
+    readonly details: ErrorDetails = {},
   ) {
     super(message);
     this.name = 'DomainError';

@@ -1,11 +1,8 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { DomainError, ErrorCode } from './domain-error';
-import {
-  domainErrorToHttp,
-  httpExceptionToDomain,
-  infrastructureErrorToDomain,
-} from './error-envelope';
+import { DomainError } from './domain-error';
+import { errorReply, fromHttpException, fromInfrastructureError, isServerError } from './error-envelope';
+import { TransportError, TransportErrorCode } from './transport-error';
 import { requestIdOf } from './request-id';
 
 /**
@@ -24,21 +21,19 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const requestId = requestIdOf(request);
 
     const known =
-      exception instanceof DomainError
+      exception instanceof DomainError || exception instanceof TransportError
         ? exception
         : exception instanceof HttpException
-          ? httpExceptionToDomain(exception)
-          : infrastructureErrorToDomain(exception);
-    const domainError = known ?? new DomainError(ErrorCode.Internal, 'An unexpected error occurred.');
-    const http = domainErrorToHttp(domainError);
-    if (http.status >= 500) {
-      http.body.error.request_id = requestId;
-      this.logger.error({ msg: 'request failed', requestId, code: domainError.code, err: exception });
-    }
+          ? fromHttpException(exception)
+          : fromInfrastructureError(exception);
+    const error = known ?? new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.');
+    const serverError = isServerError(error);
+    if (serverError) this.logger.error({ msg: 'request failed', requestId, code: error.code, err: exception });
     if (response.headersSent) {
       response.destroy();
       return;
     }
-    response.status(http.status).set(http.headers).json(http.body);
+    const reply = errorReply(error, serverError ? { request_id: requestId } : {});
+    response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
   }
 }

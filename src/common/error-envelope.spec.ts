@@ -1,8 +1,8 @@
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
-import { ErrorCode } from './domain-error';
-import { infrastructureErrorToDomain } from './error-envelope';
+import { fromInfrastructureError } from './error-envelope';
+import { TransportErrorCode } from './transport-error';
 
-describe('infrastructureErrorToDomain', () => {
+describe('fromInfrastructureError', () => {
   it.each([
     ['a refused connection', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
     ['a terminated backend', { message: 'terminating connection due to administrator command', driverError: { code: '57P01' } }],
@@ -10,14 +10,14 @@ describe('infrastructureErrorToDomain', () => {
     ['a statement in a transaction whose connection the server dropped', new QueryRunnerProviderAlreadyReleasedError()],
     ['the COMMIT of a transaction whose connection the server dropped', new QueryRunnerAlreadyReleasedError()],
   ])('answers 503 service_unavailable with Retry-After for %s', (_case, error) => {
-    const domainError = infrastructureErrorToDomain(error);
+    const transportError = fromInfrastructureError(error);
 
-    expect(domainError?.code).toBe(ErrorCode.ServiceUnavailable);
-    expect(domainError?.details.retryAfterSeconds).toBe(1);
+    expect(transportError?.code).toBe(TransportErrorCode.ServiceUnavailable);
+    expect(transportError?.details.retryAfterSeconds).toBe(1);
   });
 
   it('leaves any other error alone, to be a 500', () => {
-    expect(infrastructureErrorToDomain(new Error('relation "payments" does not exist'))).toBeUndefined();
-    expect(infrastructureErrorToDomain({ driverError: { code: '23505' } })).toBeUndefined();
+    expect(fromInfrastructureError(new Error('relation "payments" does not exist'))).toBeUndefined();
+    expect(fromInfrastructureError({ driverError: { code: '23505' } })).toBeUndefined();
   });
 });

@@ -1,16 +1,11 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 import { DomainError, ErrorCode } from './domain-error';
+import type { HttpReply } from './http-reply';
+import { TransportError, TransportErrorCode } from './transport-error';
 
-export interface ErrorEnvelope {
-  error: { type: string; code: string; message: string; param?: string; request_id?: string };
-}
-
-export interface HttpError {
-  status: number;
-  body: ErrorEnvelope;
-  headers: Record<string, string>;
-}
+/** Every error a client can see, whichever layer raised it. */
+export type ApiError = DomainError | TransportError;
 
 type ErrorType =
   | 'invalid_request_error'
@@ -21,23 +16,23 @@ type ErrorType =
   | 'api_error';
 
 /** The one place error codes become HTTP. Exhaustive: a new code fails to compile until mapped. */
-function statusAndType(code: ErrorCode): [number, ErrorType] {
+function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType] {
   switch (code) {
     case ErrorCode.ParameterInvalid:
-    case ErrorCode.BodyInvalidJson:
+    case TransportErrorCode.BodyInvalidJson:
     case ErrorCode.IdempotencyKeyMissing:
     case ErrorCode.IdempotencyKeyInvalid:
       return [400, 'invalid_request_error'];
-    case ErrorCode.BodyTooLarge:
+    case TransportErrorCode.BodyTooLarge:
       return [413, 'invalid_request_error'];
-    case ErrorCode.UnsupportedMediaType:
+    case TransportErrorCode.UnsupportedMediaType:
       return [415, 'invalid_request_error'];
     case ErrorCode.Unauthenticated:
       return [401, 'authentication_error'];
     case ErrorCode.NotFound:
-    case ErrorCode.RouteNotFound:
+    case TransportErrorCode.RouteNotFound:
       return [404, 'invalid_request_error'];
-    case ErrorCode.RateLimited:
+    case TransportErrorCode.RateLimited:
       return [429, 'rate_limit_error'];
     case ErrorCode.IdempotencyKeyInUse:
       return [409, 'idempotency_error'];
@@ -48,51 +43,59 @@ function statusAndType(code: ErrorCode): [number, ErrorType] {
     case ErrorCode.CardDeclined:
       return [402, 'card_error'];
     case ErrorCode.ProviderUnavailable:
-    case ErrorCode.ServiceUnavailable:
+    case TransportErrorCode.ServiceUnavailable:
       return [503, 'api_error'];
-    case ErrorCode.Internal:
+    case TransportErrorCode.Internal:
       return [500, 'api_error'];
   }
 }
 
-export function domainErrorToHttp(error: DomainError): HttpError {
+/** A failure of ours rather than of the request: its envelope carries the request id of the log line. */
+export function isServerError(error: ApiError): boolean {
+  return statusAndType(error.code)[0] >= 500;
+}
+
+/**
+ * The error as sent: `{"error":{"type","code","message","param"?, ...extra}}`,
+ * with Retry-After when the error says when to come back.
+ */
+export function errorReply(error: ApiError, extra: Record<string, unknown> = {}): HttpReply {
   const [status, type] = statusAndType(error.code);
-  const body: ErrorEnvelope = { error: { type, code: error.code, message: error.message } };
-  if (error.details.param !== undefined) body.error.param = error.details.param;
-  const headers: Record<string, string> = {};
-  if (error.details.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.details.retryAfterSeconds);
-  return { status, body, headers };
+  const { param, retryAfterSeconds } = error.details;
+  const envelope = { error: { type, code: error.code, message: error.message, ...(param !== undefined && { param }), ...extra } };
+  const headers: Record<string, string> = retryAfterSeconds === undefined ? {} : { 'Retry-After': String(retryAfterSeconds) };
+  return { status, body: JSON.stringify(envelope), headers };
 }
 
 /** Nest's own exceptions (unknown route, wrong method, ...) in our codes. */
-export function httpExceptionToDomain(exception: HttpException): DomainError {
+export function fromHttpException(exception: HttpException): ApiError {
   switch (exception.getStatus()) {
     case HttpStatus.NOT_FOUND:
-      return new DomainError(ErrorCode.RouteNotFound, 'No such route.');
+      return new TransportError(TransportErrorCode.RouteNotFound, 'No such route.');
     case HttpStatus.PAYLOAD_TOO_LARGE:
-      return new DomainError(ErrorCode.BodyTooLarge, 'The request body is too large.');
+      return new TransportError(TransportErrorCode.BodyTooLarge, 'The request body is too large.');
     case HttpStatus.UNSUPPORTED_MEDIA_TYPE:
-      return new DomainError(ErrorCode.UnsupportedMediaType, 'Send the body as application/json.');
+      return new TransportError(TransportErrorCode.UnsupportedMediaType, 'Send the body as application/json.');
     case HttpStatus.UNAUTHORIZED:
       return new DomainError(ErrorCode.Unauthenticated, 'Authentication required.');
     default:
       return exception.getStatus() < 500
         ? new DomainError(ErrorCode.ParameterInvalid, 'The request is invalid.')
-        : new DomainError(ErrorCode.Internal, 'An unexpected error occurred.');
+        : new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.');
   }
 }
 
 /** Errors the body parser raises before any route runs. */
-export function bodyParserErrorToDomain(error: unknown): DomainError | undefined {
+export function fromBodyParserError(error: unknown): TransportError | undefined {
   const type = (error as { type?: unknown } | null)?.type;
   switch (type) {
     case 'entity.parse.failed':
-      return new DomainError(ErrorCode.BodyInvalidJson, 'The request body is not valid JSON.');
+      return new TransportError(TransportErrorCode.BodyInvalidJson, 'The request body is not valid JSON.');
     case 'entity.too.large':
-      return new DomainError(ErrorCode.BodyTooLarge, 'The request body is too large.');
+      return new TransportError(TransportErrorCode.BodyTooLarge, 'The request body is too large.');
     case 'encoding.unsupported':
     case 'charset.unsupported':
-      return new DomainError(ErrorCode.UnsupportedMediaType, 'Send the body as UTF-8 JSON.');
+      return new TransportError(TransportErrorCode.UnsupportedMediaType, 'Send the body as UTF-8 JSON.');
     default:
       return undefined;
   }
@@ -120,7 +123,7 @@ const UNAVAILABLE_CODES = new Set([
  * A database that is down or restarting is answered with 503 and Retry-After:
  * the client's retry (same key) is safe and will succeed once it is back.
  */
-export function infrastructureErrorToDomain(error: unknown): DomainError | undefined {
+export function fromInfrastructureError(error: unknown): TransportError | undefined {
   const candidate = error as { code?: unknown; driverError?: { code?: unknown }; message?: unknown } | null;
   const code = candidate?.driverError?.code ?? candidate?.code;
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
@@ -133,7 +136,7 @@ export function infrastructureErrorToDomain(error: unknown): DomainError | undef
     error instanceof QueryRunnerProviderAlreadyReleasedError ||
     error instanceof QueryRunnerAlreadyReleasedError
   ) {
-    return new DomainError(ErrorCode.ServiceUnavailable, 'The service is temporarily unavailable; retry later.', {
+    return new TransportError(TransportErrorCode.ServiceUnavailable, 'The service is temporarily unavailable; retry later.', {
       retryAfterSeconds: 1,
     });
   }

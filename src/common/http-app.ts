@@ -3,7 +3,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
-import { bodyParserErrorToDomain, domainErrorToHttp } from './error-envelope';
+import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { StrictValidationPipe } from './validation';
@@ -23,11 +23,11 @@ export function configureHttpApp(app: INestApplication): void {
   // malformed or oversized body gets its own code (body_invalid_json,
   // body_too_large) and still carries a request id.
   app.use((error: unknown, request: Request, response: Response, next: NextFunction) => {
-    const domainError = bodyParserErrorToDomain(error);
-    if (!domainError) return next(error);
-    const http = domainErrorToHttp(domainError);
+    const parserError = fromBodyParserError(error);
+    if (!parserError) return next(error);
+    const reply = errorReply(parserError);
     response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
-    response.status(http.status).json(http.body);
+    response.status(reply.status).type('application/json').send(reply.body);
   });
   app.useGlobalPipes(new StrictValidationPipe());
   app.useGlobalFilters(new ErrorEnvelopeFilter());

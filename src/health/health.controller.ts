@@ -1,7 +1,7 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
-import { DomainError, ErrorCode } from '../common/domain-error';
+import { TransportError, TransportErrorCode } from '../common/transport-error';
 
 export const HEALTH_REDIS = Symbol('HEALTH_REDIS');
 const CHECK_TIMEOUT_MS = 1_000;
@@ -35,7 +35,7 @@ export class HealthController {
     ]);
     const down = [postgres.status === 'rejected' && 'postgres', redis.status === 'rejected' && 'redis'].filter(Boolean);
     if (down.length > 0) {
-      throw new DomainError(ErrorCode.ServiceUnavailable, `Not ready: ${down.join(' and ')} unreachable.`);
+      throw new TransportError(TransportErrorCode.ServiceUnavailable, `Not ready: ${down.join(' and ')} unreachable.`);
     }
     return { status: 'ok', checks: { postgres: 'up', redis: 'up' } };
   }

@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import type { HttpReply } from '../common/http-reply';
 import { queryRow, queryRows } from '../database/sql';
+import type { IdempotencyKeyRecord } from './idempotency-keys.table';
 
 /** The right to work on one payment: whoever holds the token may finish it. */
 export interface Lease {
@@ -9,11 +11,8 @@ export interface Lease {
   token: string;
 }
 
-/** A response stored on a key, replayed byte for byte. */
-export interface StoredResponse {
-  status: number;
-  body: string;
-}
+/** A response stored on a key, replayed byte for byte (with Idempotent-Replayed: true). */
+export type StoredResponse = Pick<HttpReply, 'status' | 'body'>;
 
 export interface KeyState {
   fingerprint: string;
@@ -25,14 +24,10 @@ export interface KeyState {
   expired: boolean;
 }
 
-interface KeyRow {
-  fingerprint: string;
-  payment_id: string;
-  response_status: number | null;
-  response_body: string | null;
-  lease_remaining_seconds: number;
+type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'responseStatus' | 'responseBody'> & {
+  leaseRemainingSeconds: number;
   expired: boolean;
-}
+};
 
 /**
  * The idempotency_keys table. Every method is one statement; the payments
@@ -83,23 +78,19 @@ export class IdempotencyRepository {
   async find(db: EntityManager, clientId: string, key: string): Promise<KeyState | undefined> {
     const row = await queryRow<KeyRow>(
       db,
-      `SELECT fingerprint, payment_id, response_status, response_body,
-              GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS lease_remaining_seconds,
+      `SELECT fingerprint, payment_id AS "paymentId",
+              response_status AS "responseStatus", response_body AS "responseBody",
+              GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS "leaseRemainingSeconds",
               expires_at <= now() AS expired
          FROM idempotency_keys
         WHERE client_id = $1 AND key = $2`,
       [clientId, key],
     );
     if (!row) return undefined;
+    const { responseStatus, responseBody, ...state } = row;
     return {
-      fingerprint: row.fingerprint,
-      paymentId: row.payment_id,
-      response:
-        row.response_status === null || row.response_body === null
-          ? undefined
-          : { status: row.response_status, body: row.response_body },
-      leaseRemainingSeconds: row.lease_remaining_seconds ?? 0,
-      expired: row.expired,
+      ...state,
+      response: responseStatus === null || responseBody === null ? undefined : { status: responseStatus, body: responseBody },
     };
   }
 
@@ -124,16 +115,16 @@ export class IdempotencyRepository {
     token: string,
     leaseMs: number,
   ): Promise<Lease | undefined> {
-    const row = await queryRow<{ client_id: string; key: string }>(
+    const row = await queryRow<Pick<IdempotencyKeyRecord, 'clientId' | 'key'>>(
       db,
       `UPDATE idempotency_keys
           SET lease_token = $2, leased_until = now() + $3 * interval '1 millisecond'
         WHERE payment_id = $1 AND completed_at IS NULL
           AND (leased_until IS NULL OR leased_until <= now())
-        RETURNING client_id, key`,
+        RETURNING client_id AS "clientId", key`,
       [paymentId, token, leaseMs],
     );
-    return row && { clientId: row.client_id, key: row.key, token };
+    return row && { ...row, token };
   }
 
   /**

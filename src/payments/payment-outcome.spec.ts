@@ -1,5 +1,5 @@
 import type { ProviderCharge } from '../provider/provider.client';
-import type { Payment } from './payment';
+import type { Payment } from './payments.table';
 import { aPayment } from './payment.fixture';
 import { finalResponseFor, outcomeOfCharge } from './payment-outcome';
 

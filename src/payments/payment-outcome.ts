@@ -1,8 +1,9 @@
 import type { ProviderCharge } from '../provider/provider.client';
 import type { StoredResponse } from '../idempotency/idempotency.repository';
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { domainErrorToHttp } from '../common/error-envelope';
-import { type Payment, toResource } from './payment';
+import { errorReply } from '../common/error-envelope';
+import { toResource } from './payment';
+import type { Payment } from './payments.table';
 
 /** A final state a pending payment can move to, and why. */
 export type FinalOutcome =
@@ -61,8 +62,8 @@ export function finalResponseFor(payment: Payment): StoredResponse {
       return { status: 201, body: JSON.stringify(resource) };
     case 'failed': {
       const declined = new DomainError(ErrorCode.CardDeclined, payment.failureMessage ?? 'The card was declined.');
-      const { status, body } = domainErrorToHttp(declined);
-      return { status, body: JSON.stringify({ error: { ...body.error, payment: resource } }) };
+      const { status, body } = errorReply(declined, { payment: resource });
+      return { status, body };
     }
     case 'requires_review':
       return { status: 202, body: JSON.stringify(resource) };

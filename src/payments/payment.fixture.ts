@@ -1,4 +1,4 @@
-import type { Payment } from './payment';
+import type { Payment } from './payments.table';
 
 /** A payment row for unit specs: pending, 500 USD, with whatever the test overrides. */
 export function aPayment(overrides: Partial<Payment> = {}): Payment {
@@ -17,6 +17,7 @@ export function aPayment(overrides: Partial<Payment> = {}): Payment {
     failureCode: null,
     failureMessage: null,
     reconcileAttempts: 0,
+    nextReconcileAt: new Date('2026-11-29T09:00:00Z'),
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

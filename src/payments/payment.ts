@@ -1,28 +1,10 @@
 import { ulid } from 'ulid';
+import type { ChargeInput } from '../provider/provider.client';
+import type { Payment } from './payments.table';
 
 export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_review';
 
-/** A row of the payments table, as the repository returns it. */
-export interface Payment {
-  id: string;
-  clientId: string;
-  amount: number;
-  currency: string;
-  paymentMethod: string;
-  orderId: string | null;
-  description: string | null;
-  metadata: Record<string, string>;
-  status: PaymentStatus;
-  providerKey: string;
-  providerChargeId: string | null;
-  failureCode: string | null;
-  failureMessage: string | null;
-  reconcileAttempts: number;
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-/** The payment object of the public API (see CONTRACT.md), in its field order. */
+/** The payment object of the public API, in the field order the README documents. */
 export interface PaymentResource {
   id: string;
   object: 'payment';
@@ -53,6 +35,17 @@ export function newPaymentId(): string {
  */
 export function providerKeyFor(paymentId: string): string {
   return `pk_${paymentId}`;
+}
+
+/** What the provider is asked to charge for a payment, by the request and the worker alike. */
+export function chargeInputFor(payment: Payment): ChargeInput {
+  return {
+    providerKey: payment.providerKey,
+    amount: payment.amount,
+    currency: payment.currency,
+    paymentMethod: payment.paymentMethod,
+    reference: payment.id,
+  };
 }
 
 export function toResource(payment: Payment): PaymentResource {

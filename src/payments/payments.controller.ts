@@ -2,16 +2,20 @@ import { Body, Controller, Get, Param, Post, Query, Req, Res, UseGuards } from '
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
-import type { ApiClient } from '../clients/clients.repository';
+import type { ApiClient } from '../clients/clients.table';
 import { requestIdOf } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
 import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
-import { PaymentsService } from './payments.service';
+import { PaymentCreationService } from './payment-creation.service';
+import { PaymentLookupService } from './payment-lookup.service';
 
 @Controller('v1/payments')
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
 export class PaymentsController {
-  constructor(private readonly payments: PaymentsService) {}
+  constructor(
+    private readonly creation: PaymentCreationService,
+    private readonly lookup: PaymentLookupService,
+  ) {}
 
   /**
    * The body is sent as the exact stored bytes, so a replay is byte-equal to
@@ -25,7 +29,7 @@ export class PaymentsController {
     @Req() request: Request,
     @Res() response: Response,
   ): Promise<void> {
-    const reply = await this.payments.create({
+    const reply = await this.creation.create({
       clientId: client.id,
       // Every copy of the header: Node joins repeated ones with ", ", which
       // would read as one key.
@@ -39,11 +43,11 @@ export class PaymentsController {
 
   @Get(':id')
   get(@CurrentClient() client: ApiClient, @Param('id') id: string) {
-    return this.payments.get(client.id, id);
+    return this.lookup.get(client.id, id);
   }
 
   @Get()
   list(@CurrentClient() client: ApiClient, @Query() query: ListPaymentsQueryDto) {
-    return this.payments.list(client.id, { limit: query.limit, startingAfter: query.starting_after });
+    return this.lookup.list(client.id, { limit: query.limit, startingAfter: query.starting_after });
   }
 }

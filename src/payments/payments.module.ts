@@ -1,15 +1,15 @@
 import { Module } from '@nestjs/common';
 import { ClientsModule } from '../clients/clients.module';
-import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { LedgerModule } from '../ledger/ledger.module';
 import { ProviderModule } from '../provider/provider.module';
+import { PaymentCreationService } from './payment-creation.service';
+import { PaymentLookupService } from './payment-lookup.service';
 import { PaymentsController } from './payments.controller';
-import { PaymentsRepository } from './payments.repository';
-import { PaymentsService } from './payments.service';
 
+/** The API's payment routes: authentication, rate limit, the create flow and the read side. */
 @Module({
-  imports: [ClientsModule, IdempotencyModule, ProviderModule],
+  imports: [ClientsModule, LedgerModule, ProviderModule],
   controllers: [PaymentsController],
-  providers: [PaymentsRepository, PaymentsService],
-  exports: [PaymentsService, PaymentsRepository],
+  providers: [PaymentCreationService, PaymentLookupService],
 })
 export class PaymentsModule {}

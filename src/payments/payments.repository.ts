@@ -1,73 +1,27 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
-import type { Payment, PaymentStatus } from './payment';
 import type { FinalOutcome } from './payment-outcome';
+import { type Payment, paymentsTable } from './payments.table';
 
-interface PaymentRow {
-  id: string;
-  client_id: string;
-  amount: number;
-  currency: string;
-  payment_method: string;
-  order_id: string | null;
-  description: string | null;
-  metadata: Record<string, string>;
-  status: PaymentStatus;
-  provider_key: string;
-  provider_charge_id: string | null;
-  failure_code: string | null;
-  failure_message: string | null;
-  reconcile_attempts: number;
-  created_at: Date;
-  updated_at: Date;
-}
+const PAYMENT = paymentsTable.selectList;
 
-function toPayment(row: PaymentRow): Payment {
-  return {
-    id: row.id,
-    clientId: row.client_id,
-    amount: row.amount,
-    currency: row.currency,
-    paymentMethod: row.payment_method,
-    orderId: row.order_id,
-    description: row.description,
-    metadata: row.metadata,
-    status: row.status,
-    providerKey: row.provider_key,
-    providerChargeId: row.provider_charge_id,
-    failureCode: row.failure_code,
-    failureMessage: row.failure_message,
-    reconcileAttempts: row.reconcile_attempts,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
+/** What a new payment is made of; the rest comes from the schema's defaults. */
+export type NewPayment = Pick<
+  Payment,
+  'id' | 'clientId' | 'amount' | 'currency' | 'paymentMethod' | 'orderId' | 'description' | 'metadata' | 'providerKey'
+>;
 
-export interface NewPayment {
-  id: string;
-  clientId: string;
-  amount: number;
-  currency: string;
-  paymentMethod: string;
-  orderId: string | null;
-  description: string | null;
-  metadata: Record<string, string>;
-  providerKey: string;
-}
-
-/** Name of the partial unique index behind `order_already_paid`. */
-export const ACTIVE_ORDER_INDEX = 'payments_client_order_active_key';
-
+/** The payments table. Every method is one statement; transactions are composed by the callers. */
 @Injectable()
 export class PaymentsRepository {
   async insertPending(db: EntityManager, payment: NewPayment): Promise<Payment> {
-    const row = await queryRow<PaymentRow>(
+    const row = await queryRow<Payment>(
       db,
       `INSERT INTO payments
          (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-       RETURNING *`,
+       RETURNING ${PAYMENT}`,
       [
         payment.id,
         payment.clientId,
@@ -80,20 +34,15 @@ export class PaymentsRepository {
         payment.providerKey,
       ],
     );
-    return toPayment(row!);
+    return row!;
   }
 
   async findById(db: EntityManager, id: string): Promise<Payment | undefined> {
-    const row = await queryRow<PaymentRow>(db, `SELECT * FROM payments WHERE id = $1`, [id]);
-    return row && toPayment(row);
+    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1`, [id]);
   }
 
   async findForClient(db: EntityManager, clientId: string, id: string): Promise<Payment | undefined> {
-    const row = await queryRow<PaymentRow>(db, `SELECT * FROM payments WHERE id = $1 AND client_id = $2`, [
-      id,
-      clientId,
-    ]);
-    return row && toPayment(row);
+    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1 AND client_id = $2`, [id, clientId]);
   }
 
   /**
@@ -107,9 +56,9 @@ export class PaymentsRepository {
   ): Promise<{ payments: Payment[]; hasMore: boolean }> {
     // The cursor's created_at is compared in SQL: Postgres keeps microseconds,
     // a JS Date only milliseconds, and a rounded cursor would skip payments.
-    const rows = await queryRows<PaymentRow>(
+    const rows = await queryRows<Payment>(
       db,
-      `SELECT * FROM payments
+      `SELECT ${PAYMENT} FROM payments
         WHERE client_id = $1
           AND ($2::text IS NULL
                OR (created_at, id) < (SELECT created_at, id FROM payments WHERE id = $2 AND client_id = $1))
@@ -117,7 +66,7 @@ export class PaymentsRepository {
         LIMIT $3`,
       [clientId, page.startingAfter ?? null, page.limit + 1],
     );
-    return { payments: rows.slice(0, page.limit).map(toPayment), hasMore: rows.length > page.limit };
+    return { payments: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
   }
 
   /**
@@ -125,13 +74,13 @@ export class PaymentsRepository {
    * pending payment moves, so no later write can overturn an outcome.
    */
   async transitionFromPending(db: EntityManager, id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
-    const row = await queryRow<PaymentRow>(
+    return queryRow<Payment>(
       db,
       `UPDATE payments
           SET status = $2, provider_charge_id = COALESCE($3, provider_charge_id),
               failure_code = $4, failure_message = $5, updated_at = now()
         WHERE id = $1 AND status = 'pending'
-        RETURNING *`,
+        RETURNING ${PAYMENT}`,
       [
         id,
         outcome.status,
@@ -140,7 +89,6 @@ export class PaymentsRepository {
         outcome.status === 'succeeded' ? null : outcome.failureMessage,
       ],
     );
-    return row && toPayment(row);
   }
 
   /**
@@ -148,7 +96,7 @@ export class PaymentsRepository {
    * stale threshold, due on their ladder, and not leased by a live request.
    */
   async findDueForReconciliation(db: EntityManager, staleAfterMs: number, limit: number): Promise<string[]> {
-    const rows = await queryRows<{ id: string }>(
+    const rows = await queryRows<Pick<Payment, 'id'>>(
       db,
       `SELECT p.id
          FROM payments p
@@ -164,22 +112,18 @@ export class PaymentsRepository {
     return rows.map((row) => row.id);
   }
 
-  /** Sets when the next reconciliation attempt is due, counting the one just made unless told otherwise. */
-  async postponeReconciliation(
+  /** Sets when a pending payment is next due for reconciliation, counting the attempt just made unless told otherwise. */
+  async scheduleReconciliation(
     db: EntityManager,
     id: string,
-    delayMs: number,
-    { countAttempt = true } = {},
-  ): Promise<number> {
-    const row = await queryRow<{ reconcile_attempts: number }>(
-      db,
+    { delayMs, countAttempt }: { delayMs: number; countAttempt: boolean },
+  ): Promise<void> {
+    await db.query(
       `UPDATE payments
           SET reconcile_attempts = reconcile_attempts + $3,
               next_reconcile_at = now() + $2 * interval '1 millisecond'
-        WHERE id = $1 AND status = 'pending'
-        RETURNING reconcile_attempts`,
+        WHERE id = $1 AND status = 'pending'`,
       [id, delayMs, countAttempt ? 1 : 0],
     );
-    return row?.reconcile_attempts ?? 0;
   }
 }

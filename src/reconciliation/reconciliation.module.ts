@@ -2,8 +2,7 @@ import { BullModule } from '@nestjs/bullmq';
 import { Module } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
-import { IdempotencyModule } from '../idempotency/idempotency.module';
-import { PaymentsModule } from '../payments/payments.module';
+import { LedgerModule } from '../ledger/ledger.module';
 import { ProviderModule } from '../provider/provider.module';
 import { RECONCILIATION_QUEUE } from './reconciliation.constants';
 import { ReconciliationProcessor, reconciliationProcessorFor } from './reconciliation.processor';
@@ -20,8 +19,7 @@ import { ReconciliationService } from './reconciliation.service';
       }),
     }),
     BullModule.registerQueue({ name: RECONCILIATION_QUEUE }),
-    IdempotencyModule,
-    PaymentsModule,
+    LedgerModule,
     ProviderModule,
   ],
   providers: [
@@ -34,6 +32,5 @@ import { ReconciliationService } from './reconciliation.service';
     },
     ReconciliationScheduler,
   ],
-  exports: [ReconciliationService],
 })
 export class ReconciliationModule {}

@@ -7,18 +7,30 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
-import type { Payment } from '../payments/payment';
+import { Ledger } from '../ledger/ledger.service';
+import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
 import { PaymentsRepository } from '../payments/payments.repository';
-import { PaymentsService } from '../payments/payments.service';
+import type { Payment } from '../payments/payments.table';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 
 export type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
 
-/** askProvider's "the breaker refused": not an answer, and not an attempt either. */
-const CIRCUIT_OPEN = 'circuit_open';
+/**
+ * What one step learnt from the provider: a final outcome; nothing final yet
+ * (a pending charge, no answer in time); or nothing at all because the
+ * breaker refused the call, which is not an attempt either.
+ */
+type ProviderAnswer = { kind: 'final'; outcome: FinalOutcome } | { kind: 'not_final' } | { kind: 'circuit_open' };
+
+const NOT_FINAL = { kind: 'not_final' } as const;
+const CIRCUIT_OPEN = { kind: 'circuit_open' } as const;
+
+function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
+  return outcome ? { kind: 'final', outcome } : NOT_FINAL;
+}
 
 /** Keeps one prune run from holding a worker slot for long; the next run goes on. */
 const MAX_PRUNE_BATCHES_PER_RUN = 100;
@@ -36,8 +48,8 @@ export class ReconciliationService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly keys: IdempotencyRepository,
-    private readonly paymentsRepository: PaymentsRepository,
-    private readonly payments: PaymentsService,
+    private readonly payments: PaymentsRepository,
+    private readonly ledger: Ledger,
     private readonly provider: ProviderClient,
     @InjectQueue(RECONCILIATION_QUEUE) private readonly queue: Queue,
     @InjectConfig() private readonly config: AppConfig,
@@ -51,7 +63,7 @@ export class ReconciliationService {
    */
   async sweep(): Promise<number> {
     const { staleAfterMs, batchSize } = this.config.reconcile;
-    const ids = await this.paymentsRepository.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
+    const ids = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
     if (ids.length === 0) return 0;
     await this.queue.addBulk(
       ids.map((paymentId) => ({
@@ -74,19 +86,20 @@ export class ReconciliationService {
     const db = this.dataSource.manager;
     const lease = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), this.config.idempotency.leaseMs);
     if (!lease) return 'skipped';
-    const payment = await this.paymentsRepository.findById(db, paymentId);
-    if (!payment || payment.status !== 'pending') {
-      throw new Error(`key of payment ${paymentId} is unfinished but the payment is not pending`);
-    }
-    const outcome = await this.askProvider(payment);
+    const payment = await this.ledger.leasedPayment(paymentId);
+    const answer = await this.askProvider(payment);
     this.crashPoint.reach('worker_mid_job', { paymentId });
-    if (outcome === CIRCUIT_OPEN) return this.deferWhileProviderDown(lease, payment);
-    if (outcome) {
-      const recorded = await this.payments.recordOutcome(lease, paymentId, outcome);
-      if (recorded) this.logger.log({ msg: 'payment reconciled', paymentId, status: outcome.status });
-      return recorded ? 'settled' : 'skipped';
+    switch (answer.kind) {
+      case 'circuit_open':
+        return this.deferWhileProviderDown(lease, payment);
+      case 'not_final':
+        return this.postpone(lease, payment);
+      case 'final': {
+        const recorded = await this.ledger.recordOutcome(lease, paymentId, answer.outcome);
+        if (recorded) this.logger.log({ msg: 'payment reconciled', paymentId, status: answer.outcome.status });
+        return recorded ? 'settled' : 'skipped';
+      }
     }
-    return this.postpone(lease, payment);
   }
 
   /** Deletes expired keys of final payments, batch by batch. */
@@ -104,30 +117,20 @@ export class ReconciliationService {
   /**
    * Asks the provider by provider key; a charge it never received is
    * submitted now with that same key, so this can never make a second charge.
-   * CIRCUIT_OPEN when the breaker refused a call, so the provider could not answer.
    */
-  private async askProvider(payment: Payment): Promise<FinalOutcome | typeof CIRCUIT_OPEN | undefined> {
+  private async askProvider(payment: Payment): Promise<ProviderAnswer> {
     // Both calls share one provider deadline, which the configuration keeps
     // shorter than the lease this job holds: the job cannot outlive its lease.
     const { deadlineMs } = this.config.provider;
     const deadline = Date.now() + deadlineMs;
     const lookup = await this.provider.getCharge(payment.providerKey, { maxAttempts: 1, deadlineMs });
-    if (lookup.kind === 'found') return outcomeOfCharge(lookup.charge, payment);
-    if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
+    if (lookup.kind === 'found') return answerOf(outcomeOfCharge(lookup.charge, payment));
+    if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
     const left = deadline - Date.now();
-    if (left <= 0) return undefined;
-    const submitted = await this.provider.createCharge(
-      {
-        providerKey: payment.providerKey,
-        amount: payment.amount,
-        currency: payment.currency,
-        paymentMethod: payment.paymentMethod,
-        reference: payment.id,
-      },
-      { maxAttempts: 1, deadlineMs: left },
-    );
-    if (submitted.kind === 'answered') return outcomeOfCharge(submitted.charge, payment);
-    return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : undefined;
+    if (left <= 0) return NOT_FINAL;
+    const submitted = await this.provider.createCharge(chargeInputFor(payment), { maxAttempts: 1, deadlineMs: left });
+    if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
+    return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
   }
 
   /**
@@ -136,7 +139,7 @@ export class ReconciliationService {
    */
   private async deferWhileProviderDown(lease: Lease, payment: Payment): Promise<ReconcileResult> {
     const delayMs = this.provider.unavailableForMs();
-    const deferred = await this.payments.postponeReconciliation(lease, payment.id, delayMs, { countAttempt: false });
+    const deferred = await this.ledger.postpone(lease, payment.id, { delayMs, countAttempt: false });
     return deferred ? 'postponed' : 'skipped';
   }
 
@@ -148,7 +151,7 @@ export class ReconciliationService {
     const { maxAttempts, backoffBaseMs, backoffCapMs } = this.config.reconcile;
     const attempt = payment.reconcileAttempts + 1;
     if (attempt >= maxAttempts) {
-      const recorded = await this.payments.recordOutcome(lease, payment.id, {
+      const recorded = await this.ledger.recordOutcome(lease, payment.id, {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: `The provider gave no final answer after ${attempt} reconciliation attempts.`,
@@ -160,7 +163,7 @@ export class ReconciliationService {
       { variant: 'equal', baseMs: backoffBaseMs, capMs: backoffCapMs },
       payment.reconcileAttempts,
     );
-    const postponed = await this.payments.postponeReconciliation(lease, payment.id, Math.round(delayMs));
+    const postponed = await this.ledger.postpone(lease, payment.id, { delayMs: Math.round(delayMs), countAttempt: true });
     return postponed ? 'postponed' : 'skipped';
   }
 }

@@ -5,11 +5,12 @@ import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { loadConfig } from '../config/app-config';
 import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
+import { Ledger } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import type { ProviderClient } from '../provider/provider.client';
+import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import { aPayment } from './payment.fixture';
 import type { PaymentsRepository } from './payments.repository';
-import { type CreatePaymentCommand, PaymentsService } from './payments.service';
 
 /**
  * A mock whose every method must be stubbed before use: a call the test did not
@@ -36,10 +37,13 @@ function setup() {
   const provider = strictMock<ProviderClient>('provider');
   provider.unavailableForMs = jest.fn().mockReturnValue(0);
   const config = loadConfig({});
-  const sut = new PaymentsService(
+  // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
+  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments);
+  const sut = new PaymentCreationService(
     dataSource as unknown as DataSource,
     keys,
     payments,
+    ledger,
     provider,
     new Metrics(),
     config,
@@ -68,7 +72,7 @@ async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
   return error.code;
 }
 
-describe('PaymentsService.create', () => {
+describe('PaymentCreationService.create', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
   it('claims, charges under the payment’s provider key and records the outcome in two transactions', async () => {

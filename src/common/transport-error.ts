@@ -1,0 +1,27 @@
+import type { ErrorDetails } from './domain-error';
+
+/**
+ * Codes of the errors the HTTP layer raises around the services: the body
+ * parser, routing, the rate limiter, an unreachable database, and anything
+ * unexpected. No service throws these.
+ */
+export enum TransportErrorCode {
+  BodyInvalidJson = 'body_invalid_json',
+  BodyTooLarge = 'body_too_large',
+  UnsupportedMediaType = 'unsupported_media_type',
+  RouteNotFound = 'route_not_found',
+  RateLimited = 'rate_limited',
+  ServiceUnavailable = 'service_unavailable',
+  Internal = 'internal_error',
+}
+
+export class TransportError extends Error {
+  constructor(
+    readonly code: TransportErrorCode,
+    message: string,
+    readonly details: ErrorDetails = {},
+  ) {
+    super(message);
+    this.name = 'TransportError';
+  }
+}

@@ -1,0 +1,42 @@
+import type { KeyState } from './idempotency.repository';
+import { keyVerdict } from './key-verdict';
+
+const FINGERPRINT = 'f'.repeat(64);
+const OTHER = 'e'.repeat(64);
+const STORED = { status: 201, body: '{"id":"pay_1"}' };
+
+function key(overrides: Partial<KeyState> = {}): KeyState {
+  return { fingerprint: FINGERPRINT, paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, ...overrides };
+}
+
+describe('keyVerdict', () => {
+  it('is new when there is no key', () => {
+    expect(keyVerdict(undefined, FINGERPRINT)).toEqual({ kind: 'new' });
+  });
+
+  it('is new when the key expired with its final response stored, whatever request it held', () => {
+    expect(keyVerdict(key({ expired: true, response: STORED }), OTHER)).toEqual({ kind: 'new' });
+  });
+
+  it('never treats an expired key of an unfinished payment as new', () => {
+    expect(keyVerdict(key({ expired: true }), FINGERPRINT)).toEqual({ kind: 'resumable', paymentId: 'pay_1' });
+    expect(keyVerdict(key({ expired: true, leaseRemainingSeconds: 5 }), FINGERPRINT)).toEqual({ kind: 'in_progress' });
+  });
+
+  it('refuses another request before anything else: stored response or live lease', () => {
+    expect(keyVerdict(key({ response: STORED }), OTHER)).toEqual({ kind: 'reused' });
+    expect(keyVerdict(key({ leaseRemainingSeconds: 20 }), OTHER)).toEqual({ kind: 'reused' });
+  });
+
+  it('replays a stored response', () => {
+    expect(keyVerdict(key({ response: STORED }), FINGERPRINT)).toEqual({ kind: 'replay', response: STORED });
+  });
+
+  it('is in progress while a lease is live', () => {
+    expect(keyVerdict(key({ leaseRemainingSeconds: 1 }), FINGERPRINT)).toEqual({ kind: 'in_progress' });
+  });
+
+  it('is resumable when the payment is unfinished and nobody holds the lease', () => {
+    expect(keyVerdict(key(), FINGERPRINT)).toEqual({ kind: 'resumable', paymentId: 'pay_1' });
+  });
+});

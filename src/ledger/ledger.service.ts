@@ -1,0 +1,85 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
+import type { Payment } from '../payments/payments.table';
+import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome';
+import { PaymentsRepository } from '../payments/payments.repository';
+
+/**
+ * The only ways a payment changes after it is created. Every writer (the
+ * request, the reconciliation worker) goes through here, and every write here
+ * is fenced by the lease on the payment's idempotency key: one transaction
+ * that first locks the key row if, and only if, the writer's lease token still
+ * holds it. A writer that stalled past its lease and was taken over finds
+ * another token and commits nothing, so two writers can never both decide a
+ * payment.
+ */
+@Injectable()
+export class Ledger {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly keys: IdempotencyRepository,
+    private readonly payments: PaymentsRepository,
+  ) {}
+
+  /**
+   * Runs `work` in one transaction that holds the key row locked under this
+   * lease. Undefined, with nothing written, when the lease was lost. A lease
+   * that expired with no taker still holds: nobody else has acted on the payment.
+   */
+  async withLease<T extends NonNullable<unknown>>(
+    lease: Lease,
+    work: (db: EntityManager) => Promise<T>,
+  ): Promise<T | undefined> {
+    return this.dataSource.transaction(async (db) =>
+      (await this.keys.lockIfLeaseHeld(db, lease)) ? work(db) : undefined,
+    );
+  }
+
+  /**
+   * The final status and the response a retry will replay, in one commit:
+   * the payment moves out of pending and its key stores the response. Returns
+   * undefined, and writes nothing, when the lease was lost.
+   */
+  async recordOutcome(lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<StoredResponse | undefined> {
+    return this.withLease(lease, async (db) => {
+      const payment = await this.payments.transitionFromPending(db, paymentId, outcome);
+      // Only a lease holder moves a payment out of pending, and it completes the
+      // key in the same commit: a final payment under a live lease means the
+      // schema's invariants were bypassed.
+      if (!payment) throw notPendingUnderLease(paymentId);
+      const response = finalResponseFor(payment);
+      await this.keys.complete(db, lease, response);
+      return response;
+    });
+  }
+
+  /**
+   * No final answer yet: sets when reconciliation looks again (counting the
+   * attempt, unless none was made) and releases the lease, in one commit.
+   * False when the lease was lost.
+   */
+  async postpone(
+    lease: Lease,
+    paymentId: string,
+    next: { delayMs: number; countAttempt: boolean },
+  ): Promise<boolean> {
+    const postponed = await this.withLease(lease, async (db) => {
+      await this.payments.scheduleReconciliation(db, paymentId, next);
+      await this.keys.release(db, lease);
+      return true;
+    });
+    return postponed ?? false;
+  }
+
+  /** The payment of a lease just taken over: pending, or its key would have been completed with it. */
+  async leasedPayment(paymentId: string): Promise<Payment> {
+    const payment = await this.payments.findById(this.dataSource.manager, paymentId);
+    if (payment?.status !== 'pending') throw notPendingUnderLease(paymentId);
+    return payment;
+  }
+}
+
+function notPendingUnderLease(paymentId: string): Error {
+  return new Error(`payment ${paymentId} has an unfinished key but is not pending`);
+}

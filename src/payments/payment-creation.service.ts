@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { CrashPoint } from '../common/crash-point';
+import type { HttpReply } from '../common/http-reply';
+import { isUniqueViolation } from '../database/sql';
+import { keyInUse, keyReused } from '../idempotency/idempotency.errors';
+import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
+import { parseIdempotencyKey } from '../idempotency/idempotency-key';
+import { keyVerdict } from '../idempotency/key-verdict';
+import { Ledger } from '../ledger/ledger.service';
+import { Metrics } from '../metrics/metrics';
+import { ProviderClient } from '../provider/provider.client';
+import { chargeInputFor, newPaymentId, providerKeyFor, toResource } from './payment';
+import { outcomeOfCharge } from './payment-outcome';
+import type { CreatePaymentDto } from './payments.dto';
+import { orderAlreadyPaid, providerUnavailable } from './payments.errors';
+import { PaymentsRepository } from './payments.repository';
+import { ACTIVE_ORDER_INDEX, type Payment } from './payments.table';
+
+export interface CreatePaymentCommand {
+  clientId: string;
+  idempotencyKeyHeader: string | string[] | undefined;
+  fingerprint: string;
+  body: CreatePaymentDto;
+  requestId?: string;
+}
+
+/** How soon a client should come back for a payment whose outcome is not known yet. */
+const PENDING_RETRY_AFTER_SECONDS = 2;
+/** Claim conflicts resolve within a round or two; past that, answer 409 and let the client retry. */
+const MAX_CLAIM_ROUNDS = 3;
+
+/** Where phase 1 leaves a request: holding the lease of a pending payment, or with an answer already stored. */
+type Claim = { kind: 'leased'; payment: Payment; lease: Lease } | { kind: 'replay'; response: StoredResponse };
+
+/** A stored response sent again, marked as such. */
+function replayOf(response: StoredResponse): HttpReply {
+  return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
+}
+
+/**
+ * Creating a payment is two transactions with the provider call between them:
+ *
+ *   1. claimAndCreatePending: claim the idempotency key and insert the pending
+ *      payment, in one commit. After it, a retry finds the key and never makes
+ *      a second payment.
+ *   2. the provider call, with no transaction open, under a provider key
+ *      derived from the payment id, so repeating it charges at most once.
+ *   3. Ledger.recordOutcome: move the payment out of pending and store the
+ *      response on the key, in one commit, fenced by the lease token.
+ *
+ * A crash between 1 and 3 leaves a pending payment whose lease expires; a
+ * retry then resumes it (same id, same provider key), or the reconciliation
+ * worker finishes it and stores the response a late retry will replay.
+ */
+@Injectable()
+export class PaymentCreationService {
+  private readonly logger = new Logger(PaymentCreationService.name);
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly keys: IdempotencyRepository,
+    private readonly payments: PaymentsRepository,
+    private readonly ledger: Ledger,
+    private readonly provider: ProviderClient,
+    private readonly metrics: Metrics,
+    @InjectConfig() private readonly config: AppConfig,
+    private readonly crashPoint: CrashPoint,
+  ) {}
+
+  async create(command: CreatePaymentCommand): Promise<HttpReply> {
+    const reply = await this.createOrReplay(command);
+    const replayed = reply.headers['Idempotent-Replayed'] === 'true';
+    this.metrics.paymentAnswers.inc({ status: String(reply.status), replayed: String(replayed) });
+    return reply;
+  }
+
+  private async createOrReplay(command: CreatePaymentCommand): Promise<HttpReply> {
+    const key = parseIdempotencyKey(command.idempotencyKeyHeader);
+    const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
+    const claim = await this.claim(command, lease);
+    if (claim.kind === 'replay') return replayOf(claim.response);
+    this.crashPoint.reach('after_claim', { paymentId: claim.payment.id });
+    return this.charge(claim.payment, claim.lease, command.requestId);
+  }
+
+  /**
+   * Reads the key and acts on what it says (see KeyVerdict). The read takes
+   * no lock and decides no race, so most repeats of a key (replays, and the
+   * 409s of a retry storm) cost one indexed lookup: two requests that both
+   * find no key meet at the claim's primary key, two that both find an
+   * abandoned one meet at the conditional lease takeover, and the loser
+   * reads again.
+   */
+  private async claim(command: CreatePaymentCommand, lease: Lease): Promise<Claim> {
+    const db = this.dataSource.manager;
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const verdict = keyVerdict(await this.keys.find(db, lease.clientId, lease.key), command.fingerprint);
+      switch (verdict.kind) {
+        case 'replay':
+          return verdict;
+        case 'reused':
+          throw keyReused();
+        case 'in_progress':
+          throw keyInUse();
+        case 'new': {
+          this.refuseWhileProviderDown();
+          const payment = await this.claimAndCreatePending(command, lease);
+          if (payment) return { kind: 'leased', payment, lease };
+          break;
+        }
+        case 'resumable': {
+          this.refuseWhileProviderDown();
+          if (!(await this.keys.takeOverLease(db, lease, this.config.idempotency.leaseMs))) break;
+          const payment = await this.ledger.leasedPayment(verdict.paymentId);
+          this.logger.log({ msg: 'resuming payment', paymentId: payment.id });
+          return { kind: 'leased', payment, lease };
+        }
+      }
+    }
+    throw keyInUse();
+  }
+
+  /**
+   * Phase 1: the key claim and the pending payment in one commit. Undefined
+   * when the key was claimed by someone else since it was read.
+   */
+  private async claimAndCreatePending(command: CreatePaymentCommand, lease: Lease): Promise<Payment | undefined> {
+    const paymentId = newPaymentId();
+    const { body } = command;
+    try {
+      return await this.dataSource.transaction(async (db) => {
+        const claimed = await this.keys.claim(db, {
+          lease,
+          fingerprint: command.fingerprint,
+          paymentId,
+          leaseMs: this.config.idempotency.leaseMs,
+          ttlHours: this.config.idempotency.keyTtlHours,
+        });
+        if (!claimed) return undefined;
+        return this.payments.insertPending(db, {
+          id: paymentId,
+          clientId: command.clientId,
+          amount: body.amount,
+          currency: body.currency,
+          paymentMethod: body.payment_method,
+          orderId: body.order_id ?? null,
+          description: body.description ?? null,
+          metadata: body.metadata ?? {},
+          providerKey: providerKeyFor(paymentId),
+        });
+      });
+    } catch (error) {
+      if (isUniqueViolation(error, ACTIVE_ORDER_INDEX)) throw orderAlreadyPaid(body.order_id);
+      throw error;
+    }
+  }
+
+  /**
+   * Phase 2 and 3. A definitive answer is recorded; anything else (provider
+   * down, timeouts past the deadline, a charge the provider still holds as
+   * pending) leaves the payment pending, releases the key so a retry resumes
+   * it at once, and answers 202: the outcome is unknown, never guessed.
+   */
+  private async charge(payment: Payment, lease: Lease, requestId?: string): Promise<HttpReply> {
+    this.crashPoint.reach('during_provider_call', { paymentId: payment.id });
+    const result = await this.provider.createCharge(chargeInputFor(payment), { requestId });
+    this.crashPoint.reach('before_outcome', { paymentId: payment.id });
+    const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge, payment) : undefined;
+    if (!outcome) {
+      await this.keys.release(this.dataSource.manager, lease);
+      return {
+        status: 202,
+        body: JSON.stringify(toResource(payment)),
+        headers: { 'Retry-After': String(PENDING_RETRY_AFTER_SECONDS) },
+      };
+    }
+    const response = await this.ledger.recordOutcome(lease, payment.id, outcome);
+    return response ? { ...response, headers: {} } : this.answerAfterLostLease(lease);
+  }
+
+  /**
+   * We held a definitive answer but our lease had been taken over. The new
+   * holder works on the same payment with the same provider key, so both
+   * answers agree; replay its stored response if it has finished.
+   */
+  private async answerAfterLostLease(lease: Lease): Promise<HttpReply> {
+    this.logger.warn({ msg: 'lease lost before the outcome was recorded', key: lease.key });
+    const state = await this.keys.find(this.dataSource.manager, lease.clientId, lease.key);
+    if (state?.response) return replayOf(state.response);
+    throw keyInUse();
+  }
+
+  /**
+   * Before any work: while the provider's circuit is open a charge cannot
+   * succeed, so nothing is claimed or written and the client learns when to
+   * come back. Replays were answered already: they need no provider. Once a
+   * probe is due the circuit lets the request through, and its charge is the
+   * probe.
+   */
+  private refuseWhileProviderDown(): void {
+    const waitMs = this.provider.unavailableForMs();
+    if (waitMs > 0) throw providerUnavailable(waitMs);
+  }
+}

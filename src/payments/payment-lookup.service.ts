@@ -1,0 +1,38 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type PaymentResource, toResource } from './payment';
+import { paymentNotFound, unknownCursor } from './payments.errors';
+import { PaymentsRepository } from './payments.repository';
+
+export interface PaymentList {
+  object: 'list';
+  data: PaymentResource[];
+  has_more: boolean;
+}
+
+/** The read side: one payment, or a page of them, always scoped to the client asking. */
+@Injectable()
+export class PaymentLookupService {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly payments: PaymentsRepository,
+  ) {}
+
+  async get(clientId: string, id: string): Promise<PaymentResource> {
+    const payment = await this.payments.findForClient(this.dataSource.manager, clientId, id);
+    if (!payment) throw paymentNotFound(id);
+    return toResource(payment);
+  }
+
+  async list(clientId: string, page: { limit?: number; startingAfter?: string }): Promise<PaymentList> {
+    const db = this.dataSource.manager;
+    if (page.startingAfter !== undefined && !(await this.payments.findForClient(db, clientId, page.startingAfter))) {
+      throw unknownCursor(page.startingAfter);
+    }
+    const result = await this.payments.listForClient(db, clientId, {
+      limit: page.limit ?? 10,
+      startingAfter: page.startingAfter,
+    });
+    return { object: 'list', data: result.payments.map(toResource), has_more: result.hasMore };
+  }
+}

@@ -1,0 +1,28 @@
+import { type RecordOf, col, defineTable } from '../database/table';
+import type { PaymentStatus } from './payment';
+
+export const paymentsTable = defineTable('payments', {
+  id: col.text('id'),
+  clientId: col.uuid('client_id'),
+  amount: col.integer('amount'),
+  currency: col.char('currency'),
+  paymentMethod: col.text('payment_method'),
+  orderId: col.text('order_id').orNull(),
+  description: col.text('description').orNull(),
+  metadata: col.jsonb<Record<string, string>>('metadata'),
+  status: col.text<PaymentStatus>('status'),
+  providerKey: col.text('provider_key'),
+  providerChargeId: col.text('provider_charge_id').orNull(),
+  failureCode: col.text('failure_code').orNull(),
+  failureMessage: col.text('failure_message').orNull(),
+  reconcileAttempts: col.integer('reconcile_attempts'),
+  nextReconcileAt: col.timestamptz('next_reconcile_at'),
+  createdAt: col.timestamptz('created_at'),
+  updatedAt: col.timestamptz('updated_at'),
+});
+
+/** A row of the payments table. */
+export type Payment = RecordOf<typeof paymentsTable>;
+
+/** Name of the partial unique index behind `order_already_paid`. */
+export const ACTIVE_ORDER_INDEX = 'payments_client_order_active_key';
