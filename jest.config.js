@@ -1,6 +1,8 @@
-// Two projects: unit specs beside the code, e2e specs in test/ against real
-// Postgres, Redis and a mock-provider process. NestJS 12 ships ESM only, which
-// jest loads from these CommonJS test files through --experimental-vm-modules.
+// Three projects: unit specs beside the code; database specs (*.db-spec.ts)
+// beside the repositories, against the real Postgres; e2e specs in test/
+// against real Postgres, Redis and a mock-provider process. NestJS 12 ships
+// ESM only, which jest loads from these CommonJS test files through
+// --experimental-vm-modules.
 const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
 
 /** @type {import('jest').Config} */
@@ -13,6 +15,15 @@ module.exports = {
       testEnvironment: 'node',
       transform,
       testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts'],
+    },
+    {
+      // The statements the guarantees rest on, beside their repositories, run
+      // against the real migrated test database.
+      displayName: 'database',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/src/**/*.db-spec.ts'],
+      globalSetup: '<rootDir>/test/global-setup.ts',
     },
     {
       displayName: 'e2e',

@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto';
+import { FINGERPRINT, LEASE_MS, LedgerFixtures, TTL_HOURS } from '../../test/support/ledger-fixtures';
+import { useTestDatabase } from '../../test/support/test-database';
+import { newPaymentId } from '../payments/payment';
+import type { Lease } from './idempotency.repository';
+
+describe('IdempotencyRepository on Postgres', () => {
+  const db = useTestDatabase();
+  let given: LedgerFixtures;
+  let clientId: string;
+
+  beforeEach(async () => {
+    given = new LedgerFixtures(db.dataSource);
+    clientId = await given.client();
+  });
+
+  const keys = () => given.keys;
+  const manager = () => db.dataSource.manager;
+  const otherLease = (lease: Lease): Lease => ({ ...lease, token: randomUUID() });
+
+  /** A second claim of the key, as a new request for a new payment would make it (inserting nothing else). */
+  async function claimAgain(lease: Lease): Promise<boolean> {
+    return db.dataSource.transaction(async (tx) => {
+      const paymentId = newPaymentId();
+      const claimed = await keys().claim(tx, {
+        lease: otherLease(lease),
+        fingerprint: 'e'.repeat(64),
+        paymentId,
+        leaseMs: LEASE_MS,
+        ttlHours: TTL_HOURS,
+      });
+      // The key's payment_id is checked at commit: give the takeover its payment.
+      if (claimed) await tx.query(`INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key)
+                                   VALUES ($1, $2, 1, 'USD', 'pm_card_ok', $3)`, [paymentId, clientId, `pk_${paymentId}`]);
+      return claimed;
+    });
+  }
+
+  describe('claim', () => {
+    it('claims a new key with a live lease, no response and the retention ahead', async () => {
+      const { lease, payment } = await given.claimed(clientId);
+
+      const state = await keys().find(manager(), clientId, lease.key);
+
+      expect(state).toEqual({
+        fingerprint: FINGERPRINT,
+        paymentId: payment.id,
+        response: undefined,
+        leaseRemainingSeconds: LEASE_MS / 1000,
+        expired: false,
+      });
+    });
+
+    it('refuses a key that is held, finished but not expired, or expired with its payment unfinished', async () => {
+      const held = await given.claimed(clientId);
+      const finished = await given.succeeded(clientId);
+      const abandoned = await given.claimed(clientId);
+      await given.expireLease(abandoned.lease);
+      await given.expireRetention(abandoned.lease);
+
+      expect(await claimAgain(held.lease)).toBe(false);
+      expect(await claimAgain(finished.lease)).toBe(false);
+      expect(await claimAgain(abandoned.lease)).toBe(false);
+      expect((await keys().find(manager(), clientId, abandoned.lease.key))?.paymentId).toBe(abandoned.payment.id);
+    });
+
+    it('takes over an expired key whose payment is final, as a new request: new payment, no stored response', async () => {
+      const { lease, payment } = await given.succeeded(clientId);
+      await given.expireRetention(lease);
+
+      expect(await claimAgain(lease)).toBe(true);
+
+      const state = await keys().find(manager(), clientId, lease.key);
+      expect(state?.paymentId).not.toBe(payment.id);
+      expect(state).toMatchObject({ fingerprint: 'e'.repeat(64), response: undefined, expired: false });
+      expect(state?.leaseRemainingSeconds).toBeGreaterThan(0);
+    });
+  });
+
+  describe('the lease', () => {
+    it('is taken over only once it has expired or been released, and never on a finished key', async () => {
+      const live = await given.claimed(clientId);
+      const expired = await given.claimed(clientId);
+      await given.expireLease(expired.lease);
+      const released = await given.claimed(clientId);
+      await keys().release(manager(), released.lease);
+      const finished = await given.succeeded(clientId);
+
+      expect(await keys().takeOverLease(manager(), otherLease(live.lease), LEASE_MS)).toBe(false);
+      expect(await keys().takeOverLease(manager(), otherLease(expired.lease), LEASE_MS)).toBe(true);
+      expect(await keys().takeOverLease(manager(), otherLease(released.lease), LEASE_MS)).toBe(true);
+      expect(await keys().takeOverLease(manager(), otherLease(finished.lease), LEASE_MS)).toBe(false);
+    });
+
+    it('is found from the payment by the worker, under the same conditions', async () => {
+      const live = await given.claimed(clientId);
+      const expired = await given.claimed(clientId);
+      await given.expireLease(expired.lease);
+
+      expect(await keys().takeOverLeaseForPayment(manager(), live.payment.id, randomUUID(), LEASE_MS)).toBeUndefined();
+      const token = randomUUID();
+      expect(await keys().takeOverLeaseForPayment(manager(), expired.payment.id, token, LEASE_MS)).toEqual({
+        clientId,
+        key: expired.lease.key,
+        token,
+      });
+    });
+
+    it('fences: only the current token locks the row, even past expiry while nobody took over', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.expireLease(lease);
+
+      expect(await keys().lockIfLeaseHeld(manager(), lease)).toBe(true);
+      expect(await keys().lockIfLeaseHeld(manager(), otherLease(lease))).toBe(false);
+
+      const taker = otherLease(lease);
+      await keys().takeOverLease(manager(), taker, LEASE_MS);
+      expect(await keys().lockIfLeaseHeld(manager(), lease)).toBe(false);
+      expect(await keys().lockIfLeaseHeld(manager(), taker)).toBe(true);
+    });
+
+    it('lets only its holder complete or release the key', async () => {
+      const { lease } = await given.claimed(clientId);
+      const stranger = otherLease(lease);
+
+      await keys().complete(manager(), stranger, { status: 201, body: '{"forged":true}' });
+      await keys().release(manager(), stranger);
+      expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
+        response: undefined,
+        leaseRemainingSeconds: LEASE_MS / 1000,
+      });
+
+      await keys().complete(manager(), lease, { status: 201, body: '{"id":"pay"}' });
+      expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
+        response: { status: 201, body: '{"id":"pay"}' },
+        leaseRemainingSeconds: 0,
+      });
+    });
+  });
+
+  describe('pruneExpired', () => {
+    it('deletes expired keys of final payments only, one batch at a time', async () => {
+      const expiredFinal = await Promise.all([1, 2, 3].map(() => given.succeeded(clientId)));
+      for (const { lease } of expiredFinal) await given.expireRetention(lease);
+      const fresh = await given.succeeded(clientId);
+      const unfinished = await given.claimed(clientId);
+      await given.expireRetention(unfinished.lease);
+
+      expect(await keys().pruneExpired(manager(), 2)).toBe(2);
+      expect(await keys().pruneExpired(manager(), 2)).toBe(1);
+      expect(await keys().pruneExpired(manager(), 2)).toBe(0);
+
+      const left: { key: string }[] = await db.dataSource.query(`SELECT key FROM idempotency_keys ORDER BY key`);
+      expect(left.map((row) => row.key).sort()).toEqual([fresh.lease.key, unfinished.lease.key].sort());
+    });
+  });
+});

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import { LEASE_MS, LedgerFixtures } from '../../test/support/ledger-fixtures';
+import { useTestDatabase } from '../../test/support/test-database';
+import type { Lease } from '../idempotency/idempotency.repository';
+import { Ledger } from './ledger.service';
+
+describe('Ledger on Postgres', () => {
+  const db = useTestDatabase();
+  let given: LedgerFixtures;
+  let ledger: Ledger;
+  let clientId: string;
+
+  beforeEach(async () => {
+    given = new LedgerFixtures(db.dataSource);
+    ledger = new Ledger(db.dataSource, given.keys, given.payments);
+    clientId = await given.client();
+  });
+
+  const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);
+
+  /** Another request or worker takes the lease over after ours expired. */
+  async function takenOver(lease: Lease): Promise<Lease> {
+    await given.expireLease(lease);
+    const taker = { ...lease, token: randomUUID() };
+    if (!(await given.keys.takeOverLease(db.dataSource.manager, taker, LEASE_MS))) throw new Error('no takeover');
+    return taker;
+  }
+
+  it('records the outcome and the response to replay in one commit', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+
+    const response = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+
+    expect(response?.status).toBe(201);
+    expect(JSON.parse(response!.body)).toMatchObject({ id: payment.id, status: 'succeeded', provider_charge_id: 'ch_1' });
+    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'succeeded' });
+    expect(await keyOf(lease)).toMatchObject({ response, leaseRemainingSeconds: 0 });
+  });
+
+  it('writes nothing for a holder whose lease was taken over', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    await takenOver(lease);
+
+    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const postponed = await ledger.postpone(lease, payment.id, { delayMs: 1_000, countAttempt: true });
+
+    expect(recorded).toBeUndefined();
+    expect(postponed).toBe(false);
+    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 0 });
+    expect((await keyOf(lease))?.response).toBeUndefined();
+  });
+
+  it('postpones: schedules the next look and releases the lease in one commit', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+
+    expect(await ledger.postpone(lease, payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
+
+    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 1 });
+    expect(await keyOf(lease)).toMatchObject({ leaseRemainingSeconds: 0, response: undefined });
+    expect(await given.keys.takeOverLease(db.dataSource.manager, { ...lease, token: randomUUID() }, LEASE_MS)).toBe(true);
+  });
+
+  it('rolls the whole fenced transaction back when its work fails', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+
+    const failing = ledger.withLease(lease, async (tx) => {
+      await given.payments.scheduleReconciliation(tx, payment.id, { delayMs: 1_000, countAttempt: true });
+      throw new Error('crash inside the transaction');
+    });
+
+    await expect(failing).rejects.toThrow('crash inside the transaction');
+    expect(await given.paymentById(payment.id)).toMatchObject({ reconcileAttempts: 0 });
+  });
+
+  it('refuses to hand out a leased payment that is not pending', async () => {
+    const { payment } = await given.succeeded(clientId);
+
+    await expect(ledger.leasedPayment(payment.id)).rejects.toThrow(/not pending/);
+  });
+});

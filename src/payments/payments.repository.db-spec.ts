@@ -1,0 +1,134 @@
+import { QueryFailedError } from 'typeorm';
+import { LedgerFixtures } from '../../test/support/ledger-fixtures';
+import { useTestDatabase } from '../../test/support/test-database';
+import { isUniqueViolation } from '../database/sql';
+import { ACTIVE_ORDER_INDEX } from './payments.table';
+
+describe('PaymentsRepository on Postgres', () => {
+  const db = useTestDatabase();
+  let given: LedgerFixtures;
+  let clientId: string;
+
+  beforeEach(async () => {
+    given = new LedgerFixtures(db.dataSource);
+    clientId = await given.client();
+  });
+
+  const payments = () => given.payments;
+  const manager = () => db.dataSource.manager;
+
+  it('inserts a pending payment and reads it back in the record’s shape', async () => {
+    const { payment } = await given.claimed(clientId, 'k1', 'ord_1');
+
+    expect(payment).toMatchObject({
+      clientId,
+      amount: 500,
+      currency: 'USD',
+      orderId: 'ord_1',
+      metadata: { order: 'a' },
+      status: 'pending',
+      providerKey: `pk_${payment.id}`,
+      providerChargeId: null,
+      reconcileAttempts: 0,
+    });
+    expect(payment.createdAt).toBeInstanceOf(Date);
+    expect(await payments().findForClient(manager(), clientId, payment.id)).toEqual(payment);
+  });
+
+  it('keeps one payment that did not fail per order, and frees the order when it fails', async () => {
+    const first = await given.claimed(clientId, 'k1', 'ord_1');
+
+    const second = await given.claimed(clientId, 'k2', 'ord_1').catch((error: unknown) => error);
+    expect(second).toBeInstanceOf(QueryFailedError);
+    expect(isUniqueViolation(second, ACTIVE_ORDER_INDEX)).toBe(true);
+
+    await payments().transitionFromPending(manager(), first.payment.id, {
+      status: 'failed',
+      providerChargeId: 'ch_1',
+      failureCode: 'card_declined',
+      failureMessage: 'The card was declined.',
+    });
+    await expect(given.claimed(clientId, 'k3', 'ord_1')).resolves.toBeDefined();
+  });
+
+  describe('transitionFromPending', () => {
+    it('moves a pending payment once; a final payment never changes again', async () => {
+      const { payment } = await given.claimed(clientId);
+
+      const settled = await payments().transitionFromPending(manager(), payment.id, {
+        status: 'succeeded',
+        providerChargeId: 'ch_1',
+      });
+      const overturned = await payments().transitionFromPending(manager(), payment.id, {
+        status: 'failed',
+        providerChargeId: 'ch_2',
+        failureCode: 'card_declined',
+        failureMessage: 'The card was declined.',
+      });
+
+      expect(settled).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1', failureCode: null });
+      expect(overturned).toBeUndefined();
+      expect(await given.paymentById(payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1' });
+    });
+  });
+
+  describe('findDueForReconciliation', () => {
+    it('finds pending payments past the stale age, due on their ladder and not leased, oldest due first', async () => {
+      const due = await Promise.all([1, 2].map(() => given.claimed(clientId)));
+      for (const { lease } of due) await given.expireLease(lease);
+      await db.dataSource.query(`UPDATE payments SET next_reconcile_at = now() - interval '1 minute' WHERE id = $1`, [
+        due[1].payment.id,
+      ]);
+      const leased = await given.claimed(clientId);
+      const notYetDue = await given.claimed(clientId);
+      await given.expireLease(notYetDue.lease);
+      await payments().scheduleReconciliation(manager(), notYetDue.payment.id, { delayMs: 60_000, countAttempt: true });
+      const final = await given.succeeded(clientId);
+
+      const ids = await payments().findDueForReconciliation(manager(), 0, 10);
+
+      expect(ids).toEqual([due[1].payment.id, due[0].payment.id]);
+      expect(ids).not.toContain(leased.payment.id);
+      expect(ids).not.toContain(final.payment.id);
+      expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([due[1].payment.id]);
+      expect(await payments().findDueForReconciliation(manager(), 3_600_000, 10)).toEqual([]);
+    });
+  });
+
+  describe('scheduleReconciliation', () => {
+    it('counts the attempt unless told not to, and leaves final payments alone', async () => {
+      const { payment } = await given.claimed(clientId);
+      const final = await given.succeeded(clientId);
+
+      await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 5_000, countAttempt: true });
+      await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 5_000, countAttempt: false });
+      await payments().scheduleReconciliation(manager(), final.payment.id, { delayMs: 5_000, countAttempt: true });
+
+      const rescheduled = await given.paymentById(payment.id);
+      expect(rescheduled?.reconcileAttempts).toBe(1);
+      const [{ ahead_ms: aheadMs }]: { ahead_ms: number }[] = await db.dataSource.query(
+        `SELECT extract(epoch FROM next_reconcile_at - now()) * 1000 AS ahead_ms FROM payments WHERE id = $1`,
+        [payment.id],
+      );
+      expect(Number(aheadMs)).toBeGreaterThan(4_000);
+      expect(Number(aheadMs)).toBeLessThanOrEqual(5_000);
+      expect((await given.paymentById(final.payment.id))?.reconcileAttempts).toBe(0);
+    });
+  });
+
+  describe('listForClient', () => {
+    it('pages newest first after a cursor, scoped to the client', async () => {
+      const made = [];
+      for (let index = 0; index < 3; index++) made.push((await given.claimed(clientId)).payment.id);
+      await given.claimed(await given.client());
+
+      const first = await payments().listForClient(manager(), clientId, { limit: 2 });
+      const second = await payments().listForClient(manager(), clientId, { limit: 2, startingAfter: made[1] });
+
+      expect(first.payments.map((payment) => payment.id)).toEqual([made[2], made[1]]);
+      expect(first.hasMore).toBe(true);
+      expect(second.payments.map((payment) => payment.id)).toEqual([made[0]]);
+      expect(second.hasMore).toBe(false);
+    });
+  });
+});

@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import { ClientsRepository } from '../../src/clients/clients.repository';
+import { ClientsService } from '../../src/clients/clients.service';
+import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
+import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
+import { PaymentsRepository } from '../../src/payments/payments.repository';
+import type { Payment } from '../../src/payments/payments.table';
+
+export const FINGERPRINT = 'f'.repeat(64);
+export const LEASE_MS = 30_000;
+export const TTL_HOURS = 24;
+
+/**
+ * Rows for the database specs, made through the repositories themselves, in
+ * the shapes the request leaves behind.
+ */
+export class LedgerFixtures {
+  readonly keys = new IdempotencyRepository();
+  readonly payments = new PaymentsRepository();
+
+  constructor(private readonly dataSource: DataSource) {}
+
+  async client(): Promise<string> {
+    return (await new ClientsService(new ClientsRepository(this.dataSource)).create('db spec')).id;
+  }
+
+  /** Phase 1 of a request: a claimed key and its pending payment, in one commit. */
+  async claimed(clientId: string, key: string = randomUUID(), orderId: string | null = null): Promise<{ lease: Lease; payment: Payment }> {
+    const lease: Lease = { clientId, key, token: randomUUID() };
+    const id = newPaymentId();
+    const payment = await this.dataSource.transaction(async (db) => {
+      const claimed = await this.keys.claim(db, {
+        lease,
+        fingerprint: FINGERPRINT,
+        paymentId: id,
+        leaseMs: LEASE_MS,
+        ttlHours: TTL_HOURS,
+      });
+      if (!claimed) throw new Error(`key ${key} was not claimable`);
+      return this.payments.insertPending(db, {
+        id,
+        clientId,
+        amount: 500,
+        currency: 'USD',
+        paymentMethod: 'pm_card_ok',
+        orderId,
+        description: null,
+        metadata: { order: 'a' },
+        providerKey: providerKeyFor(id),
+      });
+    });
+    return { lease, payment };
+  }
+
+  /** A finished request: the payment succeeded and its key stores the 201. */
+  async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
+    const { lease, payment } = await this.claimed(clientId, key);
+    await this.dataSource.transaction(async (db) => {
+      await this.payments.transitionFromPending(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+      await this.keys.complete(db, lease, { status: 201, body: '{}' });
+    });
+    return { lease, payment };
+  }
+
+  /** Moves the key's lease, or its retention, into the past, as time would. */
+  async expireLease(lease: Lease): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE idempotency_keys SET leased_until = now() - interval '1 second' WHERE client_id = $1 AND key = $2`,
+      [lease.clientId, lease.key],
+    );
+  }
+
+  async expireRetention(lease: Lease): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE client_id = $1 AND key = $2`,
+      [lease.clientId, lease.key],
+    );
+  }
+
+  async paymentById(id: string): Promise<Payment | undefined> {
+    return this.payments.findById(this.dataSource.manager, id);
+  }
+}
