@@ -236,24 +236,6 @@ describe('retry', () => {
     expect(outcome).toMatchObject({ reason: 'deadline', attempts: 1 });
   });
 
-  it('cuts a wait short when the caller aborts, and makes no further attempt', async () => {
-    const controller = new AbortController();
-    const { attempt, calls } = flaky(Infinity, { ...transient, retryAfterMs: 5000 });
-    setTimeout(() => controller.abort(), 50);
-    const started = performance.now();
-    const outcome = await retry(policy(), attempt, { signal: controller.signal }); // the real clock
-    expect(performance.now() - started).toBeLessThan(2000);
-    expect(outcome).toMatchObject({ reason: 'aborted', attempts: 1 });
-    expect(calls).toHaveLength(1);
-  });
-
-  it('makes no attempt for a caller that has already aborted', async () => {
-    const { attempt, calls } = flaky(0);
-    const outcome = await retry(policy(), attempt, { signal: AbortSignal.abort() }, fakeClock().deps);
-    expect(outcome).toMatchObject({ reason: 'aborted', attempts: 0 });
-    expect(calls).toHaveLength(0);
-  });
-
   it('refunds the budget on the first attempt, pays each retry from it, and fails fast when it is empty', async () => {
     const budget = new RetryBudget(2, 0.5);
     const onRetry = jest.fn();

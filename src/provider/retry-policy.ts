@@ -100,29 +100,20 @@ export interface RetryPolicy {
 export interface RetryClock {
   /** Monotonic milliseconds: a deadline must not move with the wall clock. */
   now(): number;
-  /** Resolves after `ms`, or as soon as `signal` aborts (never rejects for that). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  sleep(ms: number): Promise<void>;
   random: Random;
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch((error: unknown) => {
-    if (!signal?.aborted) throw error;
-  });
-}
-
-export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: abortableSleep, random: Math.random };
+export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: (ms) => delay(ms), random: Math.random };
 
 /** Why a call stopped without an answer; also the label of provider_give_ups_total. */
-export type GiveUpReason = 'not_retryable' | 'attempts_exhausted' | 'deadline' | 'budget_exhausted' | 'aborted';
+export type GiveUpReason = 'not_retryable' | 'attempts_exhausted' | 'deadline' | 'budget_exhausted';
 
 export type RetryOutcome<T> =
   | { kind: 'done'; value: T; attempts: number }
   | { kind: 'gave_up'; reason: GiveUpReason; detail: string; attempts: number; last?: AttemptFailure };
 
 export interface RetryOptions {
-  /** Aborting ends the wait under way at once; the attempt under way is the caller's to end. */
-  signal?: AbortSignal;
   /** Refunded by the first attempt, spent by each retry; without one, only maxAttempts limits retries. */
   budget?: RetryBudget;
   /** Told before each wait, so the caller can count and log the retry. */
@@ -131,8 +122,8 @@ export interface RetryOptions {
 
 /**
  * Runs `attempt` until it gives a value or there is a reason to stop: a failure
- * the table says not to retry, maxAttempts attempts made, the deadline, an
- * empty retry budget or the caller's abort. `attempt` gets the milliseconds
+ * the table says not to retry, maxAttempts attempts made, the deadline or an
+ * empty retry budget. `attempt` gets the milliseconds
  * left before the deadline, to bound its own timeout.
  *
  * Between attempts it waits the backoff delay, or the server's Retry-After when
@@ -153,7 +144,7 @@ export async function retry<T>(
     throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
   }
   if (!(deadlineMs > 0)) throw new RangeError(`deadlineMs must be positive, got ${deadlineMs}`);
-  const { signal, budget } = options;
+  const { budget } = options;
   const deadline = clock.now() + deadlineMs;
   let attempts = 0;
   let last: AttemptFailure | undefined;
@@ -167,7 +158,6 @@ export async function retry<T>(
   });
 
   for (;;) {
-    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
     const left = deadline - clock.now();
     if (left <= 0) return gaveUp('deadline', 'deadline reached');
     if (attempts === 0) budget?.refundFirstAttempt();
@@ -176,7 +166,6 @@ export async function retry<T>(
     if ('value' in result) return { kind: 'done', value: result.value, attempts };
     last = result.failure;
 
-    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
     if (last.rule.disposition === 'never') return gaveUp('not_retryable', 'not retried');
     if (attempts >= maxAttempts) return gaveUp('attempts_exhausted', `${attempts} of ${maxAttempts} attempts used`);
     previousMs = backoffDelayMs(backoff, attempts - 1, previousMs, clock.random);
@@ -189,6 +178,6 @@ export async function retry<T>(
       return gaveUp('budget_exhausted', `retry budget empty (${budget.tokens.toFixed(2)} of ${budget.capacity} tokens)`);
     }
     options.onRetry?.(attempts, waitMs, last);
-    await clock.sleep(waitMs, signal);
+    await clock.sleep(waitMs);
   }
 }
