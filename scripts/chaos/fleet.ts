@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../../src/provider/retry-policy';
+import type { Random } from '../lib/random';
 import {
   type ApiProcess,
   type ManagedProcess,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../../src/provider/retry-policy';
+import type { Random } from '../lib/random';
 import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../lib/payment-client';
 import type { Exchange } from './verdict';
 

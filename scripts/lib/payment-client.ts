@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { backoffDelayMs, type Random } from '../../src/provider/retry-policy';
+import { backoffDelayMs } from '../../src/provider/retry-policy';
+import type { Random } from './random';
 
 /**
  * A client of POST /v1/payments that behaves as a careful real one: a timeout

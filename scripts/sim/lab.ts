@@ -6,9 +6,9 @@ import {
   type BackoffVariant,
   type RetryClock,
   backoffDelayMs,
-  mulberry32,
   retry,
 } from '../../src/provider/retry-policy';
+import { mulberry32 } from '../lib/random';
 
 /**
  * The retry lab: the three experiments of the seeds (sections 04 to 06), run

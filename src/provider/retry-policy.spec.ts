@@ -1,3 +1,5 @@
+import { draws } from '../../scripts/lib/draws.fixture';
+import { mulberry32 } from '../../scripts/lib/random';
 import { type AttemptFailure, ruleFor } from './provider-errors';
 import { RetryBudget } from './retry-budget';
 import {
@@ -7,26 +9,12 @@ import {
   type RetryPolicy,
   backoffDelayMs,
   exponentialMs,
-  mulberry32,
   retry,
 } from './retry-policy';
 
 const base = 100;
 const cap = 1000;
 const policy = (variant: BackoffVariant) => ({ variant, baseMs: base, capMs: cap });
-
-function draws(n: number, next: () => number): { min: number; max: number; mean: number } {
-  let min = Infinity;
-  let max = -Infinity;
-  let sum = 0;
-  for (let i = 0; i < n; i++) {
-    const v = next();
-    min = Math.min(min, v);
-    max = Math.max(max, v);
-    sum += v;
-  }
-  return { min, max, mean: sum / n };
-}
 
 describe('exponentialMs', () => {
   it('doubles from base for retry 0 and stops at the cap', () => {
@@ -116,25 +104,6 @@ describe('backoffDelayMs', () => {
         expect(Number.isFinite(d) && d >= 0 && d <= cap).toBe(true);
       }
     }
-  });
-});
-
-describe('mulberry32', () => {
-  it('is deterministic per seed and differs across seeds', () => {
-    const a = mulberry32(123);
-    const b = mulberry32(123);
-    const c = mulberry32(124);
-    const seqA = Array.from({ length: 5 }, a);
-    expect(Array.from({ length: 5 }, b)).toEqual(seqA);
-    expect(Array.from({ length: 5 }, c)).not.toEqual(seqA);
-  });
-
-  it('draws uniformly from [0, 1)', () => {
-    const s = draws(100_000, mulberry32(2026));
-    expect(s.min).toBeGreaterThanOrEqual(0);
-    expect(s.max).toBeLessThan(1);
-    expect(s.mean).toBeGreaterThan(0.495);
-    expect(s.mean).toBeLessThan(0.505);
   });
 });
 

@@ -16,9 +16,6 @@ import type { RetryBudget } from './retry-budget';
  * ceiling is min(cap, base * 2^0) = min(cap, base).
  */
 
-/** A uniform random source in [0, 1), like Math.random. */
-export type Random = () => number;
-
 export const BACKOFF_VARIANTS = ['none', 'exponential', 'full', 'equal', 'decorrelated'] as const;
 export type BackoffVariant = (typeof BACKOFF_VARIANTS)[number];
 
@@ -49,13 +46,14 @@ export function exponentialMs(retry: number, baseMs: number, capMs: number): num
  *   delay returned for the previous retry (base for the first one). It ignores
  *   `retry`: its growth comes from the previous delay, so callers keep that state.
  *
- * random(a, b) is uniform on [a, b): a + random() * (b - a).
+ * random(a, b) is uniform on [a, b): a + random() * (b - a), with `random`
+ * uniform on [0, 1) like Math.random.
  */
 export function backoffDelayMs(
   policy: BackoffPolicy,
   retry: number,
   previousMs: number = policy.baseMs,
-  random: Random = Math.random,
+  random: () => number = Math.random,
 ): number {
   const { baseMs, capMs } = policy;
   const e = exponentialMs(retry, baseMs, capMs);
@@ -73,21 +71,6 @@ export function backoffDelayMs(
   }
 }
 
-/**
- * mulberry32: a tiny seeded PRNG (32-bit state), good enough for reproducible
- * tests and simulations; not for anything secret.
- */
-export function mulberry32(seed: number): Random {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface RetryPolicy {
   /** Total attempts, the first one included. */
   readonly maxAttempts: number;
@@ -101,7 +84,8 @@ export interface RetryClock {
   /** Monotonic milliseconds: a deadline must not move with the wall clock. */
   now(): number;
   sleep(ms: number): Promise<void>;
-  random: Random;
+  /** Uniform on [0, 1), like Math.random. */
+  random: () => number;
 }
 
 export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: (ms) => delay(ms), random: Math.random };
