@@ -74,7 +74,7 @@ export async function payWithRetries(request: PayRequest, policy: ClientRetryPol
     replies.push(reply);
     if (isFinal(reply)) return { key: request.key, replies, final: reply };
     const backoff = { variant: 'full', baseMs: policy.backoffBaseMs, capMs: policy.backoffCapMs } as const;
-    const waitMs = backoffDelayMs(backoff, attempt, undefined, policy.random);
+    const waitMs = backoffDelayMs(backoff, attempt, policy.random);
     if (Date.now() + waitMs >= deadline) break;
     await delay(waitMs);
   }

@@ -5,10 +5,11 @@ import type { RetryBudget } from './retry-budget';
 /**
  * The one retry policy of every provider call: how long to wait between
  * attempts, how many to make and when to stop. The API's provider client runs
- * its in-request retries through `retry`, the reconciliation worker spaces its
- * ladder with `backoffDelayMs`, and the retry lab (scripts/sim.ts) reproduces
- * the seeds' figures with both, so a figure in docs/retries.md is a figure of
- * this code.
+ * its in-request retries through `retry` with full jitter, the reconciliation
+ * worker spaces its ladder with `backoffDelayMs` with equal jitter, and the
+ * retry lab (scripts/sim.ts) reproduces the seeds' figures with both, so a
+ * figure in docs/retries.md is a figure of this code. The variants only the lab
+ * compares against live with it, in scripts/sim/backoff-variants.ts.
  *
  * Backoff formulas after the AWS Architecture Blog article "Exponential Backoff
  * And Jitter". Numbering: `retry` is the 0-based index of the retry being
@@ -16,11 +17,8 @@ import type { RetryBudget } from './retry-budget';
  * ceiling is min(cap, base * 2^0) = min(cap, base).
  */
 
-export const BACKOFF_VARIANTS = ['none', 'exponential', 'full', 'equal', 'decorrelated'] as const;
-export type BackoffVariant = (typeof BACKOFF_VARIANTS)[number];
-
 export interface BackoffPolicy {
-  readonly variant: BackoffVariant;
+  readonly variant: 'full' | 'equal';
   readonly baseMs: number;
   readonly capMs: number;
 }
@@ -36,38 +34,22 @@ export function exponentialMs(retry: number, baseMs: number, capMs: number): num
 }
 
 /**
- * How long to wait before retry number `retry` (0-based).
+ * How long to wait before retry number `retry` (0-based), with
+ * e = min(cap, base * 2^retry):
  *
- * - none: 0, retry at once (the baseline that shows why backoff exists).
- * - exponential: e = min(cap, base * 2^retry), no jitter.
  * - full: random(0, e).
  * - equal: e/2 + random(0, e/2).
- * - decorrelated: min(cap, random(base, previous * 3)), where `previousMs` is the
- *   delay returned for the previous retry (base for the first one). It ignores
- *   `retry`: its growth comes from the previous delay, so callers keep that state.
  *
  * random(a, b) is uniform on [a, b): a + random() * (b - a), with `random`
  * uniform on [0, 1) like Math.random.
  */
-export function backoffDelayMs(
-  policy: BackoffPolicy,
-  retry: number,
-  previousMs: number = policy.baseMs,
-  random: () => number = Math.random,
-): number {
-  const { baseMs, capMs } = policy;
-  const e = exponentialMs(retry, baseMs, capMs);
+export function backoffDelayMs(policy: BackoffPolicy, retry: number, random: () => number = Math.random): number {
+  const e = exponentialMs(retry, policy.baseMs, policy.capMs);
   switch (policy.variant) {
-    case 'none':
-      return 0;
-    case 'exponential':
-      return e;
     case 'full':
       return random() * e;
     case 'equal':
       return e / 2 + random() * (e / 2);
-    case 'decorrelated':
-      return Math.min(capMs, baseMs + random() * (previousMs * 3 - baseMs));
   }
 }
 
@@ -132,7 +114,6 @@ export async function retry<T>(
   const deadline = clock.now() + deadlineMs;
   let attempts = 0;
   let last: AttemptFailure | undefined;
-  let previousMs = backoff.baseMs;
   const gaveUp = (reason: GiveUpReason, detail: string): RetryOutcome<T> => ({
     kind: 'gave_up',
     reason,
@@ -152,8 +133,7 @@ export async function retry<T>(
 
     if (last.rule.disposition === 'never') return gaveUp('not_retryable', 'not retried');
     if (attempts >= maxAttempts) return gaveUp('attempts_exhausted', `${attempts} of ${maxAttempts} attempts used`);
-    previousMs = backoffDelayMs(backoff, attempts - 1, previousMs, clock.random);
-    const waitMs = Math.max(previousMs, last.retryAfterMs ?? 0);
+    const waitMs = Math.max(backoffDelayMs(backoff, attempts - 1, clock.random), last.retryAfterMs ?? 0);
     const leftNow = deadline - clock.now();
     if (waitMs >= leftNow) {
       return gaveUp('deadline', `next attempt due in ${Math.round(waitMs)} ms, only ${Math.round(leftNow)} ms left`);
