@@ -54,7 +54,7 @@ export interface PayResult {
 }
 
 /** An answer that retrying with the same key cannot change. */
-export function isFinal(reply: Reply): reply is HttpReply {
+function isFinal(reply: Reply): reply is HttpReply {
   if (reply.kind !== 'http') return false;
   if (reply.status === 201 || reply.status === 402) return true;
   // requires_review is stored on the key as 202: a retry replays it.

@@ -12,7 +12,7 @@ import type { Random } from '../lib/random';
 export const BACKOFF_VARIANTS = ['none', 'exponential', 'full', 'equal', 'decorrelated'] as const;
 export type BackoffVariant = (typeof BACKOFF_VARIANTS)[number];
 
-export interface VariantBackoff {
+interface VariantBackoff {
   readonly variant: BackoffVariant;
   readonly baseMs: number;
   readonly capMs: number;

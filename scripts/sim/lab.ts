@@ -14,12 +14,12 @@ import { BACKOFF_VARIANTS, type BackoffVariant, variantDelayMs } from './backoff
  * never moves and never sleeps.
  */
 
-export interface StormFigures {
+interface StormFigures {
   calls: number;
   ticks: number;
 }
 
-export interface OutageFigures {
+interface OutageFigures {
   first: number;
   backend: number;
   /** backend / first: how many calls the backend sees per request. */
@@ -50,7 +50,7 @@ const NO_BACKOFF = { variant: 'full', baseMs: 0, capMs: 0 } as const;
  * tick 1; each tick the resource serves one ready client, chosen at random;
  * every other ready client waits max(1, backoff) ticks and tries again.
  */
-export function stormRun(variant: BackoffVariant, seed: number): StormFigures {
+function stormRun(variant: BackoffVariant, seed: number): StormFigures {
   const random = mulberry32(seed);
   const backoff = { variant, baseMs: STORM.baseTicks, capMs: STORM.capTicks };
   // Insertion-ordered, like the seed's dict: the order of `ready` is part of the draw.
@@ -84,7 +84,7 @@ export function stormRun(variant: BackoffVariant, seed: number): StormFigures {
 }
 
 /** The mean of STORM.runs storms, seeded 0, 1, …. */
-export function storm(variant: BackoffVariant): StormFigures {
+function storm(variant: BackoffVariant): StormFigures {
   let calls = 0;
   let ticks = 0;
   for (let seed = 0; seed < STORM.runs; seed++) {
@@ -100,7 +100,7 @@ export function storm(variant: BackoffVariant): StormFigures {
  * call of retry() with up to OUTAGE.maxRetries retries, sharing one budget
  * across all requests as the API process shares its own.
  */
-export async function outage(budget: RetryBudget | undefined): Promise<OutageFigures> {
+async function outage(budget: RetryBudget | undefined): Promise<OutageFigures> {
   const policy = {
     maxAttempts: 1 + OUTAGE.maxRetries,
     deadlineMs: 60_000,
@@ -124,7 +124,7 @@ export async function outage(budget: RetryBudget | undefined): Promise<OutageFig
 }
 
 /** One request through `depth` layers that each make up to attemptsPerLayer attempts on the one below. */
-export async function layered(depth: number): Promise<number> {
+async function layered(depth: number): Promise<number> {
   const policy = {
     maxAttempts: LAYERS.attemptsPerLayer,
     deadlineMs: 60_000,

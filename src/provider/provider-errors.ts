@@ -19,9 +19,9 @@
  * transient and throttled failures also count against the circuit breaker;
  * never does not: a definitive answer, even a 4xx, shows the provider is up.
  */
-export type Disposition = 'transient' | 'throttled' | 'never';
+type Disposition = 'transient' | 'throttled' | 'never';
 
-export interface RetryRule {
+interface RetryRule {
   /** A Node/undici error code, "HTTP <status>", or a named case. */
   readonly failure: string;
   readonly disposition: Disposition;
@@ -77,7 +77,7 @@ export const RETRY_RULES = [
   },
 ] as const satisfies readonly RetryRule[];
 
-export type Failure = (typeof RETRY_RULES)[number]['failure'];
+type Failure = (typeof RETRY_RULES)[number]['failure'];
 
 /** A failed attempt: the rule that classifies it, one line for logs, and the server's wait hint. */
 export interface AttemptFailure {

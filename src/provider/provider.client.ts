@@ -11,7 +11,7 @@ import { type GiveUpReason, type RetryClock, type RetryOutcome, SYSTEM_CLOCK, re
 
 export type { ProviderCharge } from './provider-charge';
 
-export interface CallOptions {
+interface CallOptions {
   /** Sent as X-Request-Id and logged, so one request can be followed across services. */
   requestId?: string;
   /** Total attempts, first one included (default PROVIDER_MAX_ATTEMPTS). */
@@ -20,7 +20,7 @@ export interface CallOptions {
   deadlineMs?: number;
 }
 
-export interface ChargeInput {
+interface ChargeInput {
   /** Deterministic per payment: every attempt, now or by reconciliation, sends the same key. */
   providerKey: string;
   amount: number;
@@ -31,10 +31,10 @@ export interface ChargeInput {
 }
 
 /** Why a call ended without an answer: the retry policy's reasons, or the open circuit. */
-export type GiveUp = GiveUpReason | 'breaker_open';
+type GiveUp = GiveUpReason | 'breaker_open';
 
 /** The provider could not give a trustworthy answer: a charge may or may not exist. */
-export interface UnknownOutcome {
+interface UnknownOutcome {
   kind: 'unknown';
   /** 'breaker_open': the last try was refused by the circuit breaker and sent nothing. */
   gaveUp: GiveUp;
@@ -42,9 +42,9 @@ export interface UnknownOutcome {
   attempts: number;
 }
 
-export type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
+type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
 
-export type LookupResult =
+type LookupResult =
   | { kind: 'found'; charge: ProviderCharge }
   | { kind: 'not_found' }
   | UnknownOutcome;

@@ -2,18 +2,11 @@ import { draws } from '../../scripts/lib/draws.fixture';
 import { mulberry32 } from '../../scripts/lib/random';
 import { type AttemptFailure, ruleFor } from './provider-errors';
 import { RetryBudget } from './retry-budget';
-import {
-  type BackoffPolicy,
-  type RetryClock,
-  type RetryPolicy,
-  backoffDelayMs,
-  exponentialMs,
-  retry,
-} from './retry-policy';
+import { type RetryClock, type RetryPolicy, backoffDelayMs, exponentialMs, retry } from './retry-policy';
 
 const base = 100;
 const cap = 1000;
-const policy = (variant: BackoffPolicy['variant']): BackoffPolicy => ({ variant, baseMs: base, capMs: cap });
+const policy = (variant: 'full' | 'equal') => ({ variant, baseMs: base, capMs: cap });
 
 describe('exponentialMs', () => {
   it('doubles from base for retry 0 and stops at the cap', () => {

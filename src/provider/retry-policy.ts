@@ -17,7 +17,7 @@ import type { RetryBudget } from './retry-budget';
  * ceiling is min(cap, base * 2^0) = min(cap, base).
  */
 
-export interface BackoffPolicy {
+interface BackoffPolicy {
   readonly variant: 'full' | 'equal';
   readonly baseMs: number;
   readonly capMs: number;
@@ -79,7 +79,7 @@ export type RetryOutcome<T> =
   | { kind: 'done'; value: T; attempts: number }
   | { kind: 'gave_up'; reason: GiveUpReason; detail: string; attempts: number; last?: AttemptFailure };
 
-export interface RetryOptions {
+interface RetryOptions {
   /** Refunded by the first attempt, spent by each retry; without one, only maxAttempts limits retries. */
   budget?: RetryBudget;
   /** Told before each wait, so the caller can count and log the retry. */
