@@ -16,14 +16,14 @@ import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-
  * makes the reads safe on a live system (see readLedger).
  */
 
-export interface AuditOptions {
+interface AuditOptions {
   /** Examples kept per kind of violation. */
   maxExamples: number;
   /** Slack for a late sweep before a stale pending payment counts as forgotten. */
   graceMs: number;
 }
 
-export const DEFAULT_AUDIT_OPTIONS: AuditOptions = { maxExamples: 5, graceMs: 5_000 };
+const DEFAULT_AUDIT_OPTIONS: AuditOptions = { maxExamples: 5, graceMs: 5_000 };
 
 const PROVIDER_TIMEOUT_MS = 30_000;
 /** A reconcile job in any of these states will run; completed and failed ones will not. */

@@ -9,12 +9,12 @@ import { createDataSource } from '../src/database/data-source';
 import { ensureDatabase } from '../src/database/ensure-database';
 import { migrate } from '../src/database/migrate';
 import type { PaymentStatus } from '../src/payments/payment';
-import { mulberry32 } from '../src/provider/retry-policy';
 import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
 import { type PrivateRedis, startPrivateRedis } from './lib/private-redis';
+import { mulberry32 } from './lib/random';
 import { startProvider } from './lib/processes';
 
 /**

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../../src/provider/retry-policy';
+import type { Random } from '../lib/random';
 import {
   type ApiProcess,
   type ManagedProcess,
@@ -59,7 +59,7 @@ export class Fleet {
   }
 }
 
-export interface FaultPlan {
+interface FaultPlan {
   /** How long faults go on: the load's duration. */
   durationMs: number;
   /** A crash every this often, an API and a worker in turn. */
@@ -70,7 +70,7 @@ export interface FaultPlan {
   flushAtMs: number;
 }
 
-export interface FaultCounts {
+interface FaultCounts {
   api_kills: number;
   worker_kills: number;
   redis_flushes: number;

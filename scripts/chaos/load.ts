@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../../src/provider/retry-policy';
+import type { Random } from '../lib/random';
 import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../lib/payment-client';
 import type { Exchange } from './verdict';
 
@@ -10,7 +10,7 @@ import type { Exchange } from './verdict';
  */
 
 /** The provider's test tokens, weighted: mostly charges, with a good share of lost and late replies. */
-export const TOKEN_MIX: readonly [token: string, weight: number][] = [
+const TOKEN_MIX: readonly [token: string, weight: number][] = [
   ['pm_card_ok', 34],
   ['pm_card_declined', 10],
   ['pm_card_lost_response', 15],
@@ -28,21 +28,21 @@ const CURRENCIES = ['USD', 'EUR', 'GBP', 'JPY'];
  * - reuse_key: once answered, the same key again with another amount, which must be refused (422);
  * - double_submit: two keys for one order at once (a double click): at most one may be charged.
  */
-export type Scenario = 'single' | 'reuse_key' | 'double_submit';
+type Scenario = 'single' | 'reuse_key' | 'double_submit';
 
 export interface ChaosClient {
   id: string;
   apiKey: string;
 }
 
-export interface Operation {
+interface Operation {
   index: number;
   scenario: Scenario;
   client: ChaosClient;
   body: Record<string, unknown>;
 }
 
-export interface LoadPlan {
+interface LoadPlan {
   operations: number;
   /** The operations start evenly over this long. */
   durationMs: number;

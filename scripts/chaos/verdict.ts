@@ -30,7 +30,7 @@ export interface KeyRow {
   paymentId: string;
 }
 
-export interface VerdictInput {
+interface VerdictInput {
   exchanges: readonly Exchange[];
   payments: readonly FinalPayment[];
   keys: readonly KeyRow[];
@@ -38,7 +38,7 @@ export interface VerdictInput {
   maxExamples: number;
 }
 
-export interface Verdict {
+interface Verdict {
   requests: number;
   payments: number;
   charges: number;

@@ -64,7 +64,7 @@ export const VIOLATION_KINDS = [
   /** A pending payment past the stale threshold that nothing will pick up (see `scheduleOf`). */
   'stale_pending_unscheduled',
 ] as const;
-export type ViolationKind = (typeof VIOLATION_KINDS)[number];
+type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
 export type Example = Record<string, string | number | null>;
 

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { backoffDelayMs, type Random } from '../../src/provider/retry-policy';
+import { backoffDelayMs } from '../../src/provider/retry-policy';
+import type { Random } from './random';
 
 /**
  * A client of POST /v1/payments that behaves as a careful real one: a timeout
@@ -53,7 +54,7 @@ export interface PayResult {
 }
 
 /** An answer that retrying with the same key cannot change. */
-export function isFinal(reply: Reply): reply is HttpReply {
+function isFinal(reply: Reply): reply is HttpReply {
   if (reply.kind !== 'http') return false;
   if (reply.status === 201 || reply.status === 402) return true;
   // requires_review is stored on the key as 202: a retry replays it.
@@ -73,7 +74,7 @@ export async function payWithRetries(request: PayRequest, policy: ClientRetryPol
     replies.push(reply);
     if (isFinal(reply)) return { key: request.key, replies, final: reply };
     const backoff = { variant: 'full', baseMs: policy.backoffBaseMs, capMs: policy.backoffCapMs } as const;
-    const waitMs = backoffDelayMs(backoff, attempt, undefined, policy.random);
+    const waitMs = backoffDelayMs(backoff, attempt, policy.random);
     if (Date.now() + waitMs >= deadline) break;
     await delay(waitMs);
   }

@@ -1,29 +1,25 @@
 import { loadConfig } from '../../src/config/app-config';
 import { type AttemptFailure, ruleFor } from '../../src/provider/provider-errors';
 import { RetryBudget } from '../../src/provider/retry-budget';
-import {
-  BACKOFF_VARIANTS,
-  type BackoffVariant,
-  type RetryClock,
-  backoffDelayMs,
-  mulberry32,
-  retry,
-} from '../../src/provider/retry-policy';
+import { type RetryClock, retry } from '../../src/provider/retry-policy';
+import { mulberry32 } from '../lib/random';
+import { BACKOFF_VARIANTS, type BackoffVariant, variantDelayMs } from './backoff-variants';
 
 /**
  * The retry lab: the three experiments of the seeds (sections 04 to 06), run
- * on the production code. The storm draws its waits from backoffDelayMs; the
+ * on the production code. The storm's full and equal jitter are backoffDelayMs
+ * (its other variants, which production never runs, are the lab's own); the
  * outage and the layers run retry() itself, the outage with a RetryBudget of
  * the production defaults. Times are ticks or nothing at all: the clock below
  * never moves and never sleeps.
  */
 
-export interface StormFigures {
+interface StormFigures {
   calls: number;
   ticks: number;
 }
 
-export interface OutageFigures {
+interface OutageFigures {
   first: number;
   backend: number;
   /** backend / first: how many calls the backend sees per request. */
@@ -46,12 +42,15 @@ const DOWN: AttemptFailure = { rule: ruleFor('HTTP 503'), reason: 'HTTP 503' };
 
 const FROZEN_CLOCK: RetryClock = { now: () => 0, sleep: async () => undefined, random: () => 0 };
 
+/** The outage and the layers count calls, which no wait changes: under a zero cap every backoff is 0. */
+const NO_BACKOFF = { variant: 'full', baseMs: 0, capMs: 0 } as const;
+
 /**
  * One storm, as the seed's simulation runs it: every client first calls at
  * tick 1; each tick the resource serves one ready client, chosen at random;
  * every other ready client waits max(1, backoff) ticks and tries again.
  */
-export function stormRun(variant: BackoffVariant, seed: number): StormFigures {
+function stormRun(variant: BackoffVariant, seed: number): StormFigures {
   const random = mulberry32(seed);
   const backoff = { variant, baseMs: STORM.baseTicks, capMs: STORM.capTicks };
   // Insertion-ordered, like the seed's dict: the order of `ready` is part of the draw.
@@ -75,7 +74,7 @@ export function stormRun(variant: BackoffVariant, seed: number): StormFigures {
     for (const client of ready) {
       if (client === winner) continue;
       // A client cannot call twice in one tick: 'none' means "retry next tick".
-      const sleep = Math.max(1, backoffDelayMs(backoff, failures[client], previous[client], random));
+      const sleep = Math.max(1, variantDelayMs(backoff, failures[client], previous[client], random));
       failures[client]++;
       previous[client] = sleep;
       due.set(client, tick + sleep);
@@ -85,7 +84,7 @@ export function stormRun(variant: BackoffVariant, seed: number): StormFigures {
 }
 
 /** The mean of STORM.runs storms, seeded 0, 1, …. */
-export function storm(variant: BackoffVariant): StormFigures {
+function storm(variant: BackoffVariant): StormFigures {
   let calls = 0;
   let ticks = 0;
   for (let seed = 0; seed < STORM.runs; seed++) {
@@ -101,11 +100,11 @@ export function storm(variant: BackoffVariant): StormFigures {
  * call of retry() with up to OUTAGE.maxRetries retries, sharing one budget
  * across all requests as the API process shares its own.
  */
-export async function outage(budget: RetryBudget | undefined): Promise<OutageFigures> {
+async function outage(budget: RetryBudget | undefined): Promise<OutageFigures> {
   const policy = {
     maxAttempts: 1 + OUTAGE.maxRetries,
     deadlineMs: 60_000,
-    backoff: { variant: 'none', baseMs: 0, capMs: 0 },
+    backoff: NO_BACKOFF,
   } as const;
   let first = 0;
   let backend = 0;
@@ -125,11 +124,11 @@ export async function outage(budget: RetryBudget | undefined): Promise<OutageFig
 }
 
 /** One request through `depth` layers that each make up to attemptsPerLayer attempts on the one below. */
-export async function layered(depth: number): Promise<number> {
+async function layered(depth: number): Promise<number> {
   const policy = {
     maxAttempts: LAYERS.attemptsPerLayer,
     deadlineMs: 60_000,
-    backoff: { variant: 'none', baseMs: 0, capMs: 0 },
+    backoff: NO_BACKOFF,
   } as const;
   let bottom = 0;
   const call = async (layer: number): Promise<{ value: never } | { failure: AttemptFailure }> => {

@@ -86,7 +86,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const NODE_ENVS = ['development', 'production', 'test'] as const;
 
 /** The phase boundaries where CRASH_POINT stops a process (see common/crash-point.ts). */
-export const CRASH_POINTS = ['after_claim', 'during_provider_call', 'before_outcome', 'worker_mid_job'] as const;
+const CRASH_POINTS = ['after_claim', 'during_provider_call', 'before_outcome', 'worker_mid_job'] as const;
 export type CrashPointName = (typeof CRASH_POINTS)[number];
 /** SIGKILL crashes; SIGSTOP freezes the process until it is sent SIGCONT, as a long stall would. */
 const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;

@@ -7,7 +7,7 @@ import { MockProviderStore } from './mock-provider.store';
 import type { Charge, ChargeParams, ChargeRecord, ChargeStatus } from './mock-provider.types';
 
 /** How the reply to a charge request is sent; only the call that records a charge can misbehave. */
-export type ChargeOutcome =
+type ChargeOutcome =
   | { charge: Charge; reply: 'now' }
   | { charge: Charge; reply: 'after'; delayMs: number }
   | { charge: Charge; reply: 'never' };

@@ -11,7 +11,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { Metrics } from '../metrics/metrics';
 
-export type BreakerState = 'closed' | 'open' | 'half_open' | 'isolated';
+type BreakerState = 'closed' | 'open' | 'half_open' | 'isolated';
 
 const STATE_NAMES: Record<CircuitState, BreakerState> = {
   [CircuitState.Closed]: 'closed',

@@ -14,14 +14,14 @@
 /**
  * transient: may succeed if tried again; retried with backoff.
  * throttled: the provider asked us to slow down; retried, honouring Retry-After.
- * never: the same request would fail the same way, or the caller gave up.
+ * never: the same request would fail the same way.
  *
  * transient and throttled failures also count against the circuit breaker;
  * never does not: a definitive answer, even a 4xx, shows the provider is up.
  */
-export type Disposition = 'transient' | 'throttled' | 'never';
+type Disposition = 'transient' | 'throttled' | 'never';
 
-export interface RetryRule {
+interface RetryRule {
   /** A Node/undici error code, "HTTP <status>", or a named case. */
   readonly failure: string;
   readonly disposition: Disposition;
@@ -65,7 +65,6 @@ export const RETRY_RULES = [
     disposition: 'never',
     why: 'a 2xx whose body is not a valid charge: not trusted, the outcome stays unknown',
   },
-  { failure: 'aborted', disposition: 'never', why: 'the caller aborted' },
   {
     failure: 'circuit open',
     disposition: 'never',
@@ -78,7 +77,7 @@ export const RETRY_RULES = [
   },
 ] as const satisfies readonly RetryRule[];
 
-export type Failure = (typeof RETRY_RULES)[number]['failure'];
+type Failure = (typeof RETRY_RULES)[number]['failure'];
 
 /** A failed attempt: the rule that classifies it, one line for logs, and the server's wait hint. */
 export interface AttemptFailure {
@@ -104,8 +103,8 @@ export function classifyStatus(status: number): RetryRule {
  * The rule for a thrown transport error, with a one-line description. fetch wraps
  * the cause ("fetch failed" → the socket error with its code), sometimes twice, and
  * a multi-address connect reports an AggregateError: the first known code wins.
- * Timeouts and caller aborts are not decided here: the client reads them from its
- * own signals, which is exact whatever reason the signal carries.
+ * Timeouts are not decided here: the client reads them from its own timeout
+ * signal, which is exact whatever error the timeout surfaces as.
  */
 export function classifyError(error: unknown): { rule: RetryRule; reason: string } {
   const chain: unknown[] = [];

@@ -342,36 +342,6 @@ describe('ProviderClient.createCharge', () => {
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^ECONNREFUSED/);
   });
-
-  it('ends a wait as soon as the caller aborts', async () => {
-    const url = await startProvider(reply(503, 'busy', { 'Retry-After': '5' }), reply(201));
-    const client = clientFor(config(url)); // real sleep
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const started = performance.now();
-    const result = await client.createCharge(INPUT, { signal: controller.signal });
-    expect(performance.now() - started).toBeLessThan(2000);
-    expect(result).toEqual({
-      kind: 'unknown',
-      gaveUp: 'aborted',
-      attempts: 1,
-      reason: 'HTTP 503 busy (aborted by the caller)',
-    });
-    expect(received).toHaveLength(1);
-  });
-
-  it('ends an attempt as soon as the caller aborts, without retrying', async () => {
-    const client = clientFor(config(await startProvider(slow(3000))), fakeTime().deps);
-    const result = await client.createCharge(INPUT, { signal: AbortSignal.timeout(100) });
-    expect(result).toMatchObject({
-      kind: 'unknown',
-      gaveUp: 'aborted',
-      attempts: 1,
-      reason: 'attempt abandoned (aborted by the caller)',
-    });
-    expect(received).toHaveLength(1);
-    expect(logs.warn).toHaveBeenCalledTimes(1);
-  });
 });
 
 describe('ProviderClient deadline propagation', () => {

@@ -11,15 +11,13 @@ import { type GiveUpReason, type RetryClock, type RetryOutcome, SYSTEM_CLOCK, re
 
 export type { ProviderCharge } from './provider-charge';
 
-export interface CallOptions {
+interface CallOptions {
   /** Sent as X-Request-Id and logged, so one request can be followed across services. */
   requestId?: string;
   /** Total attempts, first one included (default PROVIDER_MAX_ATTEMPTS). */
   maxAttempts?: number;
   /** Budget for the whole call, retries and waits included (default PROVIDER_DEADLINE_MS). */
   deadlineMs?: number;
-  /** Aborting ends the current attempt or wait at once; the outcome is then 'unknown'. */
-  signal?: AbortSignal;
 }
 
 export interface ChargeInput {
@@ -33,10 +31,10 @@ export interface ChargeInput {
 }
 
 /** Why a call ended without an answer: the retry policy's reasons, or the open circuit. */
-export type GiveUp = GiveUpReason | 'breaker_open';
+type GiveUp = GiveUpReason | 'breaker_open';
 
 /** The provider could not give a trustworthy answer: a charge may or may not exist. */
-export interface UnknownOutcome {
+interface UnknownOutcome {
   kind: 'unknown';
   /** 'breaker_open': the last try was refused by the circuit breaker and sent nothing. */
   gaveUp: GiveUp;
@@ -44,9 +42,9 @@ export interface UnknownOutcome {
   attempts: number;
 }
 
-export type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
+type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
 
-export type LookupResult =
+type LookupResult =
   | { kind: 'found'; charge: ProviderCharge }
   | { kind: 'not_found' }
   | UnknownOutcome;
@@ -172,7 +170,6 @@ export class ProviderClient {
       // AbortSignal.timeout takes whole milliseconds; rounding up overshoots by < 1 ms.
       (leftMs) => this.attempt(call, Math.ceil(Math.min(timeoutMs, leftMs)), opts),
       {
-        signal: opts.signal,
         budget: this.budget,
         onRetry: (attempt, waitMs, failure) => {
           this.metrics.providerRetries.inc();
@@ -203,8 +200,7 @@ export class ProviderClient {
   }
 
   private async send<T>(call: Call<T>, timeoutMs: number, opts: CallOptions): Promise<Attempt<T>> {
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    const signal = AbortSignal.timeout(timeoutMs);
     const headers: Record<string, string> = { Accept: 'application/json', [DEADLINE_HEADER]: String(timeoutMs) };
     if (call.body !== undefined) headers['Content-Type'] = 'application/json';
     if (call.method === 'POST') headers['Idempotency-Key'] = call.providerKey;
@@ -223,10 +219,9 @@ export class ProviderClient {
       // still ends with the attempt's timeout.
       return await call.read(response);
     } catch (error) {
-      // Decided from our own signals, not from the error: the caller may abort with
-      // any reason, and a timeout can surface as a socket error mid-body.
-      if (opts.signal?.aborted) return { failure: { rule: ruleFor('aborted'), reason: 'attempt abandoned' } };
-      if (timeout.aborted) {
+      // Decided from our own signal, not from the error: a timeout can surface as
+      // a socket error mid-body.
+      if (signal.aborted) {
         return { failure: { rule: ruleFor('timeout'), reason: `no answer within ${timeoutMs} ms` } };
       }
       return { failure: classifyError(error) };

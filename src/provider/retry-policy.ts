@@ -5,10 +5,11 @@ import type { RetryBudget } from './retry-budget';
 /**
  * The one retry policy of every provider call: how long to wait between
  * attempts, how many to make and when to stop. The API's provider client runs
- * its in-request retries through `retry`, the reconciliation worker spaces its
- * ladder with `backoffDelayMs`, and the retry lab (scripts/sim.ts) reproduces
- * the seeds' figures with both, so a figure in docs/retries.md is a figure of
- * this code.
+ * its in-request retries through `retry` with full jitter, the reconciliation
+ * worker spaces its ladder with `backoffDelayMs` with equal jitter, and the
+ * retry lab (scripts/sim.ts) reproduces the seeds' figures with both, so a
+ * figure in docs/retries.md is a figure of this code. The variants only the lab
+ * compares against live with it, in scripts/sim/backoff-variants.ts.
  *
  * Backoff formulas after the AWS Architecture Blog article "Exponential Backoff
  * And Jitter". Numbering: `retry` is the 0-based index of the retry being
@@ -16,14 +17,8 @@ import type { RetryBudget } from './retry-budget';
  * ceiling is min(cap, base * 2^0) = min(cap, base).
  */
 
-/** A uniform random source in [0, 1), like Math.random. */
-export type Random = () => number;
-
-export const BACKOFF_VARIANTS = ['none', 'exponential', 'full', 'equal', 'decorrelated'] as const;
-export type BackoffVariant = (typeof BACKOFF_VARIANTS)[number];
-
-export interface BackoffPolicy {
-  readonly variant: BackoffVariant;
+interface BackoffPolicy {
+  readonly variant: 'full' | 'equal';
   readonly baseMs: number;
   readonly capMs: number;
 }
@@ -39,53 +34,23 @@ export function exponentialMs(retry: number, baseMs: number, capMs: number): num
 }
 
 /**
- * How long to wait before retry number `retry` (0-based).
+ * How long to wait before retry number `retry` (0-based), with
+ * e = min(cap, base * 2^retry):
  *
- * - none: 0, retry at once (the baseline that shows why backoff exists).
- * - exponential: e = min(cap, base * 2^retry), no jitter.
  * - full: random(0, e).
  * - equal: e/2 + random(0, e/2).
- * - decorrelated: min(cap, random(base, previous * 3)), where `previousMs` is the
- *   delay returned for the previous retry (base for the first one). It ignores
- *   `retry`: its growth comes from the previous delay, so callers keep that state.
  *
- * random(a, b) is uniform on [a, b): a + random() * (b - a).
+ * random(a, b) is uniform on [a, b): a + random() * (b - a), with `random`
+ * uniform on [0, 1) like Math.random.
  */
-export function backoffDelayMs(
-  policy: BackoffPolicy,
-  retry: number,
-  previousMs: number = policy.baseMs,
-  random: Random = Math.random,
-): number {
-  const { baseMs, capMs } = policy;
-  const e = exponentialMs(retry, baseMs, capMs);
+export function backoffDelayMs(policy: BackoffPolicy, retry: number, random: () => number = Math.random): number {
+  const e = exponentialMs(retry, policy.baseMs, policy.capMs);
   switch (policy.variant) {
-    case 'none':
-      return 0;
-    case 'exponential':
-      return e;
     case 'full':
       return random() * e;
     case 'equal':
       return e / 2 + random() * (e / 2);
-    case 'decorrelated':
-      return Math.min(capMs, baseMs + random() * (previousMs * 3 - baseMs));
   }
-}
-
-/**
- * mulberry32: a tiny seeded PRNG (32-bit state), good enough for reproducible
- * tests and simulations; not for anything secret.
- */
-export function mulberry32(seed: number): Random {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export interface RetryPolicy {
@@ -100,29 +65,21 @@ export interface RetryPolicy {
 export interface RetryClock {
   /** Monotonic milliseconds: a deadline must not move with the wall clock. */
   now(): number;
-  /** Resolves after `ms`, or as soon as `signal` aborts (never rejects for that). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-  random: Random;
+  sleep(ms: number): Promise<void>;
+  /** Uniform on [0, 1), like Math.random. */
+  random: () => number;
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch((error: unknown) => {
-    if (!signal?.aborted) throw error;
-  });
-}
-
-export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: abortableSleep, random: Math.random };
+export const SYSTEM_CLOCK: RetryClock = { now: () => performance.now(), sleep: (ms) => delay(ms), random: Math.random };
 
 /** Why a call stopped without an answer; also the label of provider_give_ups_total. */
-export type GiveUpReason = 'not_retryable' | 'attempts_exhausted' | 'deadline' | 'budget_exhausted' | 'aborted';
+export type GiveUpReason = 'not_retryable' | 'attempts_exhausted' | 'deadline' | 'budget_exhausted';
 
 export type RetryOutcome<T> =
   | { kind: 'done'; value: T; attempts: number }
   | { kind: 'gave_up'; reason: GiveUpReason; detail: string; attempts: number; last?: AttemptFailure };
 
-export interface RetryOptions {
-  /** Aborting ends the wait under way at once; the attempt under way is the caller's to end. */
-  signal?: AbortSignal;
+interface RetryOptions {
   /** Refunded by the first attempt, spent by each retry; without one, only maxAttempts limits retries. */
   budget?: RetryBudget;
   /** Told before each wait, so the caller can count and log the retry. */
@@ -131,8 +88,8 @@ export interface RetryOptions {
 
 /**
  * Runs `attempt` until it gives a value or there is a reason to stop: a failure
- * the table says not to retry, maxAttempts attempts made, the deadline, an
- * empty retry budget or the caller's abort. `attempt` gets the milliseconds
+ * the table says not to retry, maxAttempts attempts made, the deadline or an
+ * empty retry budget. `attempt` gets the milliseconds
  * left before the deadline, to bound its own timeout.
  *
  * Between attempts it waits the backoff delay, or the server's Retry-After when
@@ -153,11 +110,10 @@ export async function retry<T>(
     throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
   }
   if (!(deadlineMs > 0)) throw new RangeError(`deadlineMs must be positive, got ${deadlineMs}`);
-  const { signal, budget } = options;
+  const { budget } = options;
   const deadline = clock.now() + deadlineMs;
   let attempts = 0;
   let last: AttemptFailure | undefined;
-  let previousMs = backoff.baseMs;
   const gaveUp = (reason: GiveUpReason, detail: string): RetryOutcome<T> => ({
     kind: 'gave_up',
     reason,
@@ -167,7 +123,6 @@ export async function retry<T>(
   });
 
   for (;;) {
-    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
     const left = deadline - clock.now();
     if (left <= 0) return gaveUp('deadline', 'deadline reached');
     if (attempts === 0) budget?.refundFirstAttempt();
@@ -176,11 +131,9 @@ export async function retry<T>(
     if ('value' in result) return { kind: 'done', value: result.value, attempts };
     last = result.failure;
 
-    if (signal?.aborted) return gaveUp('aborted', 'aborted by the caller');
     if (last.rule.disposition === 'never') return gaveUp('not_retryable', 'not retried');
     if (attempts >= maxAttempts) return gaveUp('attempts_exhausted', `${attempts} of ${maxAttempts} attempts used`);
-    previousMs = backoffDelayMs(backoff, attempts - 1, previousMs, clock.random);
-    const waitMs = Math.max(previousMs, last.retryAfterMs ?? 0);
+    const waitMs = Math.max(backoffDelayMs(backoff, attempts - 1, clock.random), last.retryAfterMs ?? 0);
     const leftNow = deadline - clock.now();
     if (waitMs >= leftNow) {
       return gaveUp('deadline', `next attempt due in ${Math.round(waitMs)} ms, only ${Math.round(leftNow)} ms left`);
@@ -189,6 +142,6 @@ export async function retry<T>(
       return gaveUp('budget_exhausted', `retry budget empty (${budget.tokens.toFixed(2)} of ${budget.capacity} tokens)`);
     }
     options.onRetry?.(attempts, waitMs, last);
-    await clock.sleep(waitMs, signal);
+    await clock.sleep(waitMs);
   }
 }
