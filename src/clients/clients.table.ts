@@ -8,7 +8,7 @@ export const apiClientsTable = defineTable('api_clients', {
 });
 
 /** A row of the api_clients table. */
-export type ApiClientRecord = RecordOf<typeof apiClientsTable>;
+type ApiClientRecord = RecordOf<typeof apiClientsTable>;
 
 /** Who a request acts for: everything it can see is scoped to this client. */
 export type ApiClient = Pick<ApiClientRecord, 'id' | 'name'>;

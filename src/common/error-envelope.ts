@@ -5,7 +5,7 @@ import type { HttpReply } from './http-reply';
 import { TransportError, TransportErrorCode } from './transport-error';
 
 /** Every error a client can see, whichever layer raised it. */
-export type ApiError = DomainError | TransportError;
+type ApiError = DomainError | TransportError;
 
 type ErrorType =
   | 'invalid_request_error'

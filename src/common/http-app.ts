@@ -9,7 +9,7 @@ import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { StrictValidationPipe } from './validation';
 
 /** Large enough for every field at its limit; anything bigger is refused unread. */
-export const BODY_LIMIT = '64kb';
+const BODY_LIMIT = '64kb';
 
 /**
  * HTTP set-up shared by the API's entry point and the e2e tests, so the tests

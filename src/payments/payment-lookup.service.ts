@@ -4,7 +4,7 @@ import { type PaymentResource, toResource } from './payment';
 import { paymentNotFound, unknownCursor } from './payments.errors';
 import { PaymentsRepository } from './payments.repository';
 
-export interface PaymentList {
+interface PaymentList {
   object: 'list';
   data: PaymentResource[];
   has_more: boolean;

@@ -14,7 +14,7 @@ import {
 } from 'class-validator';
 
 /** Currencies the provider settles; amounts are in their minor units. */
-export const SUPPORTED_CURRENCIES = [
+const SUPPORTED_CURRENCIES = [
   'AUD', 'BRL', 'CAD', 'CHF', 'CZK', 'DKK', 'EUR', 'GBP', 'HKD', 'INR', 'JPY',
   'MXN', 'NOK', 'NZD', 'PLN', 'SEK', 'SGD', 'USD', 'ZAR',
 ] as const;

@@ -7,7 +7,7 @@ import { type Payment, paymentsTable } from './payments.table';
 const PAYMENT = paymentsTable.selectList;
 
 /** What a new payment is made of; the rest comes from the schema's defaults. */
-export type NewPayment = Pick<
+type NewPayment = Pick<
   Payment,
   'id' | 'clientId' | 'amount' | 'currency' | 'paymentMethod' | 'orderId' | 'description' | 'metadata' | 'providerKey'
 >;

@@ -16,7 +16,7 @@ import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 
-export type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
+type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
 
 /**
  * What one step learnt from the provider: a final outcome; nothing final yet
