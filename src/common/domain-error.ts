@@ -1,3 +1,5 @@
+import { CodedError } from './coded-error';
+
 /**
  * Stable codes of the errors services raise. A service throws a DomainError
  * and never an HTTP exception, so the worker and the commands can call the
@@ -16,20 +18,4 @@ export enum ErrorCode {
   ProviderUnavailable = 'provider_unavailable',
 }
 
-export interface ErrorDetails {
-  /** The request field at fault. */
-  param?: string;
-  /** Sent as Retry-After: when trying again can succeed. */
-  retryAfterSeconds?: number;
-}
-
-export class DomainError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly details: ErrorDetails = {},
-  ) {
-    super(message);
-    this.name = 'DomainError';
-  }
-}
+export class DomainError extends CodedError<ErrorCode> {}

@@ -1,4 +1,4 @@
-import type { ErrorDetails } from './domain-error';
+import { CodedError } from './coded-error';
 
 /**
  * Codes of the errors the HTTP layer raises around the services: the body
@@ -15,13 +15,4 @@ export enum TransportErrorCode {
   Internal = 'internal_error',
 }
 
-export class TransportError extends Error {
-  constructor(
-    readonly code: TransportErrorCode,
-    message: string,
-    readonly details: ErrorDetails = {},
-  ) {
-    super(message);
-    this.name = 'TransportError';
-  }
-}
+export class TransportError extends CodedError<TransportErrorCode> {}

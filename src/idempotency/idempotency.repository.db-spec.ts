@@ -1,17 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { FINGERPRINT, LEASE_MS, LedgerFixtures, TTL_HOURS } from '../../test/support/ledger-fixtures';
-import { useTestDatabase } from '../../test/support/test-database';
+import { FINGERPRINT, LEASE_MS, LedgerFixtures, TTL_HOURS, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { newPaymentId } from '../payments/payment';
 import type { Lease } from './idempotency.repository';
 
 describe('IdempotencyRepository on Postgres', () => {
-  const db = useTestDatabase();
+  const db = useLedgerFixtures();
   let given: LedgerFixtures;
   let clientId: string;
 
-  beforeEach(async () => {
-    given = new LedgerFixtures(db.dataSource);
-    clientId = await given.client();
+  beforeEach(() => {
+    ({ given, clientId } = db);
   });
 
   const keys = () => given.keys;

@@ -1,19 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { LEASE_MS, LedgerFixtures } from '../../test/support/ledger-fixtures';
-import { useTestDatabase } from '../../test/support/test-database';
+import { LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import type { Lease } from '../idempotency/idempotency.repository';
 import { Ledger } from './ledger.service';
 
 describe('Ledger on Postgres', () => {
-  const db = useTestDatabase();
+  const db = useLedgerFixtures();
   let given: LedgerFixtures;
   let ledger: Ledger;
   let clientId: string;
 
-  beforeEach(async () => {
-    given = new LedgerFixtures(db.dataSource);
+  beforeEach(() => {
+    ({ given, clientId } = db);
     ledger = new Ledger(db.dataSource, given.keys, given.payments);
-    clientId = await given.client();
   });
 
   const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);

@@ -1,17 +1,15 @@
 import { QueryFailedError } from 'typeorm';
-import { LedgerFixtures } from '../../test/support/ledger-fixtures';
-import { useTestDatabase } from '../../test/support/test-database';
+import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { isUniqueViolation } from '../database/sql';
 import { ACTIVE_ORDER_INDEX } from './payments.table';
 
 describe('PaymentsRepository on Postgres', () => {
-  const db = useTestDatabase();
+  const db = useLedgerFixtures();
   let given: LedgerFixtures;
   let clientId: string;
 
-  beforeEach(async () => {
-    given = new LedgerFixtures(db.dataSource);
-    clientId = await given.client();
+  beforeEach(() => {
+    ({ given, clientId } = db);
   });
 
   const payments = () => given.payments;

@@ -6,6 +6,7 @@ import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempot
 import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
 import { PaymentsRepository } from '../../src/payments/payments.repository';
 import type { Payment } from '../../src/payments/payments.table';
+import { useTestDatabase } from './test-database';
 
 export const FINGERPRINT = 'f'.repeat(64);
 export const LEASE_MS = 30_000;
@@ -81,4 +82,19 @@ export class LedgerFixtures {
   async paymentById(id: string): Promise<Payment | undefined> {
     return this.payments.findById(this.dataSource.manager, id);
   }
+}
+
+/**
+ * The test database (emptied before each test), fixtures over it, and one
+ * client to own the rows. Read the fields inside hooks and tests.
+ */
+export function useLedgerFixtures(): { readonly dataSource: DataSource; readonly given: LedgerFixtures; readonly clientId: string } {
+  const db = useTestDatabase();
+  const handle = {} as { dataSource: DataSource; given: LedgerFixtures; clientId: string };
+  beforeEach(async () => {
+    handle.dataSource = db.dataSource;
+    handle.given = new LedgerFixtures(db.dataSource);
+    handle.clientId = await handle.given.client();
+  });
+  return handle;
 }
