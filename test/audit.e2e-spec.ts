@@ -9,7 +9,7 @@ import type { DataSource } from 'typeorm';
 import type { AuditReport } from '../scripts/lib/ledger-audit';
 import type { AppConfig } from '../src/config/app-config';
 import { freePort } from '../scripts/lib/private-redis';
-import { type ProviderProcess, startProvider } from './support/provider-process';
+import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import { createClient, dropQueue, startApi, truncateAll, uniqueQueuePrefix } from './support/test-stack';
 import { TEST_DATABASE_URL, testConfig } from './support/test-env';
 

@@ -10,7 +10,7 @@ import {
   startApiProcess,
   startProvider,
   startWorkerProcess,
-} from './support/processes';
+} from '../scripts/lib/processes';
 import {
   PaymentsClient,
   type Reply,

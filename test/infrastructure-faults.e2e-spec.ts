@@ -14,7 +14,7 @@ import { migrate } from '../src/database/migrate';
 import { mulberry32 } from '../src/provider/retry-policy';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres';
-import { type ProviderProcess, startProvider } from './support/provider-process';
+import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import {
   createClient,
   dropQueue,

@@ -9,7 +9,7 @@ import {
   startApiProcess,
   startProvider,
   startWorkerProcess,
-} from './support/processes';
+} from '../scripts/lib/processes';
 import {
   PaymentsClient,
   FAST_WORKER_KNOBS,

@@ -5,7 +5,7 @@ import type { App } from 'supertest/types';
 import type { DataSource } from 'typeorm';
 import type { AppConfig } from '../src/config/app-config';
 import { PaymentsService } from '../src/payments/payments.service';
-import { type ProviderProcess, startProvider } from './support/provider-process';
+import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import {
   createClient,
   dropQueue,

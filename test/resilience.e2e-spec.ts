@@ -4,7 +4,7 @@ import request from 'supertest';
 import type { App } from 'supertest/types';
 import type { DataSource } from 'typeorm';
 import type { AppConfig } from '../src/config/app-config';
-import { type ProviderProcess, startProvider } from './support/provider-process';
+import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import {
   createClient,
   dropQueue,

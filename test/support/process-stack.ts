@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
-import type { Charge, ManagedProcess, OutputLine, ProviderProcess } from './processes';
+import type { Charge, ManagedProcess, OutputLine, ProviderProcess } from '../../scripts/lib/processes';
 import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
 
 /**
