@@ -16,7 +16,6 @@ import {
   type Reply,
   FAST_API_KNOBS,
   FAST_WORKER_KNOBS,
-  chargesFor,
   childEnv,
   crashPointReached,
   logged,
@@ -112,11 +111,11 @@ describe('API and worker processes that die, stall or are stopped', () => {
     expect(await answer).toBe('no answer');
     expect(await stateOf(paymentId)).toEqual({ status: 'pending', stored: false, leased: true });
     if (charged) {
-      await eventually(async () => ((await chargesFor(provider, paymentId)).length === 1 ? true : undefined), {
+      await eventually(async () => ((await provider.chargesFor(paymentId)).length === 1 ? true : undefined), {
         what: 'the provider to record the charge of the dead request',
       });
     } else {
-      expect(await chargesFor(provider, paymentId)).toEqual([]);
+      expect(await provider.chargesFor(paymentId)).toEqual([]);
     }
     return { key, paymentId };
   }
@@ -143,7 +142,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
 
   /** One payment, charged once under its own provider key, and that charge is the one the answer names. */
   async function expectChargedOnce(paymentId: string, answer: Reply) {
-    const charges = await chargesFor(provider, paymentId);
+    const charges = await provider.chargesFor(paymentId);
     expect(charges).toHaveLength(1);
     expect(charges[0]).toMatchObject({ idempotency_key: `pk_${paymentId}`, status: 'succeeded' });
     expect(answer.body.provider_charge_id).toBe(charges[0].id);

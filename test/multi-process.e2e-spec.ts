@@ -13,7 +13,6 @@ import {
 import {
   PaymentsClient,
   FAST_WORKER_KNOBS,
-  chargesFor,
   childEnv,
   crashPointReached,
   logged,
@@ -76,7 +75,7 @@ describe('several API and worker processes on one database and one Redis', () =>
     expect(replies.filter((reply) => reply.status !== 201 && reply.status !== 409)).toEqual([]);
     const paymentId = original[0].body.id!;
     expect(await db.query('SELECT id FROM payments')).toEqual([{ id: paymentId }]);
-    expect(await chargesFor(provider, paymentId)).toHaveLength(1);
+    expect(await provider.chargesFor(paymentId)).toHaveLength(1);
   });
 
   it('runs one sweep schedule across both workers, and reconciles each payment one attempt at a time', async () => {
@@ -105,7 +104,7 @@ describe('several API and worker processes on one database and one Redis', () =>
       const workerLines = workers.flatMap((worker) => worker.output());
       for (const { id, status, reconcile_attempts: attempts } of rows) {
         expect(status).toBe('succeeded');
-        expect(await chargesFor(provider, id)).toHaveLength(1);
+        expect(await provider.chargesFor(id)).toHaveLength(1);
         // Each attempt asks the provider once: a second worker on the same
         // payment would add a lookup that no attempt counted.
         expect({ id, lookups: providerLookups(id) }).toEqual({ id, lookups: attempts + 1 });
@@ -134,7 +133,7 @@ describe('several API and worker processes on one database and one Redis', () =>
       expect(late.status).toBe(201);
       expect(late.headers.get('idempotent-replayed')).toBe('true');
       expect(late.body).toMatchObject({ id: paymentId, status: 'succeeded' });
-      expect(await chargesFor(provider, paymentId)).toHaveLength(1);
+      expect(await provider.chargesFor(paymentId)).toHaveLength(1);
       expect(await survivor.stop()).toEqual({ code: 0, signal: null });
     } finally {
       await survivor?.stop();

@@ -89,10 +89,6 @@ describe('POST /v1/payments', () => {
     return row.n;
   }
 
-  async function chargesFor(paymentId: string) {
-    return (await provider.charges()).filter((charge) => charge.reference === paymentId);
-  }
-
   it('charges once and answers 201 with the payment', async () => {
     const res = await post(randomUUID(), body({ order_id: 'ord_1', metadata: { cart: '42' } }));
 
@@ -108,7 +104,7 @@ describe('POST /v1/payments', () => {
       failure_code: null,
     });
     expect(res.body.id).toMatch(/^pay_/);
-    const charges = await chargesFor(res.body.id);
+    const charges = await provider.chargesFor(res.body.id);
     expect(charges).toHaveLength(1);
     expect(res.body.provider_charge_id).toBe(charges[0].id);
   });
@@ -127,7 +123,7 @@ describe('POST /v1/payments', () => {
     expect(again.status).toBe(201);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.text).toBe(first.text);
-    expect(await chargesFor(first.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 
   it('treats a retry to /v1/payments/ (trailing slash) as the same request', async () => {
@@ -154,7 +150,7 @@ describe('POST /v1/payments', () => {
       expect(first.body.status).toBe('succeeded');
       expect(retry.status).toBe(201);
       expect(retry.text).toBe(first.text);
-      expect(await chargesFor(first.body.id)).toHaveLength(1);
+      expect(await provider.chargesFor(first.body.id)).toHaveLength(1);
       expect(await count('payments')).toBe(1);
     },
   );
@@ -195,7 +191,7 @@ describe('POST /v1/payments', () => {
       }
     }
     expect(await count('payments')).toBe(1);
-    expect(await chargesFor(original!.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(original!.body.id)).toHaveLength(1);
   });
 
   it('stores a decline and replays it as 402', async () => {
@@ -221,7 +217,7 @@ describe('POST /v1/payments', () => {
 
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('succeeded');
-    expect(await chargesFor(res.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(res.body.id)).toHaveLength(1);
   });
 
   it('answers 202 while the provider is unavailable, resumes the same payment, then hands it to review', async () => {
@@ -251,7 +247,7 @@ describe('POST /v1/payments', () => {
     const late = await post(key, payload);
     expect(late.headers['idempotent-replayed']).toBe('true');
     expect(late.body).toMatchObject({ id: first.body.id, status: 'requires_review' });
-    expect(await chargesFor(first.body.id)).toHaveLength(0);
+    expect(await provider.chargesFor(first.body.id)).toHaveLength(0);
   });
 
   it('answers 202 for a pending charge; the worker settles it and a retry replays the final 201', async () => {
@@ -275,7 +271,7 @@ describe('POST /v1/payments', () => {
     expect(retry.status).toBe(201);
     expect(retry.headers['idempotent-replayed']).toBe('true');
     expect(retry.body).toMatchObject({ id: first.body.id, status: 'succeeded' });
-    expect(await chargesFor(first.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 
   it('refuses a second payment for an order that has one (409 order_already_paid), storing nothing', async () => {

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
-import type { Charge, ManagedProcess, OutputLine, ProviderProcess } from '../../scripts/lib/processes';
+import type { ManagedProcess, OutputLine } from '../../scripts/lib/processes';
 import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
 
 /**
@@ -74,11 +74,6 @@ export const logged =
   (msg: string, paymentId: string) =>
   ({ json }: OutputLine): boolean =>
     json?.msg === msg && json.paymentId === paymentId;
-
-/** The charges the provider holds for one payment (the charge keeps the payment id as its reference). */
-export async function chargesFor(provider: ProviderProcess, paymentId: string): Promise<Charge[]> {
-  return (await provider.charges()).filter((charge) => charge.reference === paymentId);
-}
 
 /**
  * Knobs for a stack whose failures recover within one test: a dead request's
