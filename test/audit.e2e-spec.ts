@@ -10,8 +10,8 @@ import type { AuditReport } from '../scripts/lib/ledger-audit';
 import type { AppConfig } from '../src/config/app-config';
 import { freePort } from '../scripts/lib/private-redis';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
-import { createClient, dropQueue, startApi, truncateAll, uniqueQueuePrefix } from './support/test-stack';
-import { TEST_DATABASE_URL, testConfig } from './support/test-env';
+import { startApi } from './support/in-process-app';
+import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
 

@@ -21,8 +21,8 @@ import {
   logged,
   openTestDatabase,
 } from './support/process-stack';
-import { createClient, dropQueue, eventually, truncateAll, uniqueQueuePrefix } from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 /**
  * A payment survives its API process or its worker dying at every phase

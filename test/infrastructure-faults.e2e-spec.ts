@@ -15,16 +15,9 @@ import { mulberry32 } from '../src/provider/retry-policy';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { startApi, startWorker } from './support/in-process-app';
+import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 /**
  * Redis and Postgres failing under a running API and worker. Each fault is

@@ -18,8 +18,8 @@ import {
   logged,
   openTestDatabase,
 } from './support/process-stack';
-import { createClient, dropQueue, eventually, truncateAll, uniqueQueuePrefix } from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 /**
  * Two API processes and two workers on one Postgres and one Redis, as a

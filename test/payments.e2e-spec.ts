@@ -6,16 +6,9 @@ import type { DataSource } from 'typeorm';
 import type { AppConfig } from '../src/config/app-config';
 import { PaymentsService } from '../src/payments/payments.service';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { startApi, startWorker } from './support/in-process-app';
+import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 /**
  * The contract's outcome table, end to end: a real Postgres, a real Redis, the

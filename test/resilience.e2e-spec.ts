@@ -5,16 +5,9 @@ import type { App } from 'supertest/types';
 import type { DataSource } from 'typeorm';
 import type { AppConfig } from '../src/config/app-config';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { startApi, startWorker } from './support/in-process-app';
+import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 /**
  * The resilience layer end to end: Retry-After, the retry budget, the circuit
