@@ -1,13 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import request from 'supertest';
-import type { App } from 'supertest/types';
-import type { DataSource } from 'typeorm';
-import type { AppConfig } from '../src/config/app-config';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import { eventually } from './support/eventually';
-import { startApi, startWorker } from './support/in-process-app';
-import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
+import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 
 /**
  * The resilience layer end to end: Retry-After, the retry budget, the circuit
@@ -17,18 +12,14 @@ import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } f
  */
 describe('provider resilience', () => {
   let provider: ProviderProcess;
-  let api: { app: INestApplication; http: App; dataSource: DataSource; apiKey: string; config: AppConfig } | undefined;
-  let worker: INestApplicationContext | undefined;
+  let api: InProcessStack | undefined;
 
   beforeAll(async () => {
     provider = await startProvider();
   });
 
   afterEach(async () => {
-    await worker?.close();
-    worker = undefined;
-    await api?.app.close();
-    if (api) await dropQueue(api.config);
+    await api?.stop();
     api = undefined;
   });
 
@@ -36,22 +27,15 @@ describe('provider resilience', () => {
     await provider?.stop();
   });
 
-  async function start(overrides: Record<string, string> = {}, on: ProviderProcess = provider) {
-    const config = testConfig({
-      PROVIDER_URL: on.url,
-      QUEUE_PREFIX: uniqueQueuePrefix(),
-      PROVIDER_BACKOFF_BASE_MS: '50',
-      PROVIDER_BACKOFF_CAP_MS: '200',
-      ...overrides,
+  async function start(overrides: Record<string, string> = {}, on: ProviderProcess = provider): Promise<void> {
+    api = await startInProcessStack({
+      provider: on,
+      config: { PROVIDER_BACKOFF_BASE_MS: '50', PROVIDER_BACKOFF_CAP_MS: '200', ...overrides },
     });
-    const { app, http, dataSource } = await startApi(config);
-    await truncateAll(dataSource);
-    api = { app, http, dataSource, config, apiKey: (await createClient(dataSource)).apiKey };
-    return api;
   }
 
   function post(key: string, paymentMethod: string) {
-    return request(api!.http)
+    return request(api!.url)
       .post('/v1/payments')
       .set('Authorization', `Bearer ${api!.apiKey}`)
       .set('Idempotency-Key', key)
@@ -67,7 +51,7 @@ describe('provider resilience', () => {
 
   /** The value of one Prometheus sample on GET /metrics, 0 when absent. */
   async function metric(sample: string): Promise<number> {
-    const text = (await request(api!.http).get('/metrics')).text;
+    const text = (await request(api!.url).get('/metrics')).text;
     const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
     return line ? Number(line.slice(sample.length + 1)) : 0;
   }
@@ -149,24 +133,20 @@ describe('provider resilience', () => {
   });
 
   it('postpones reconciliation while the worker’s circuit is open, without counting an attempt', async () => {
-    const { config } = await start();
+    await start();
     const pending = await post(randomUUID(), 'pm_card_unavailable');
     expect(pending.status).toBe(202);
 
     // First run: the lookup answers 404, the resubmission fails and opens the worker's circuit
     // (one counted attempt); the next run is refused by the circuit and deferred for its minute.
-    worker = await startWorker(
-      testConfig({
-        PROVIDER_URL: provider.url,
-        QUEUE_PREFIX: config.queuePrefix,
-        PROVIDER_BREAKER_THRESHOLD: '1',
-        PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
-        RECONCILE_INTERVAL_MS: '100',
-        RECONCILE_STALE_AFTER_MS: '0',
-        RECONCILE_BACKOFF_BASE_MS: '100',
-        RECONCILE_BACKOFF_CAP_MS: '200',
-      }),
-    );
+    await api!.startWorker({
+      PROVIDER_BREAKER_THRESHOLD: '1',
+      PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
+      RECONCILE_INTERVAL_MS: '100',
+      RECONCILE_STALE_AFTER_MS: '0',
+      RECONCILE_BACKOFF_BASE_MS: '100',
+      RECONCILE_BACKOFF_CAP_MS: '200',
+    });
     const deferred = await eventually(
       async () => {
         const [row] = await api!.dataSource.query(
