@@ -2,16 +2,11 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import type { App } from 'supertest/types';
-import type { DataSource } from 'typeorm';
 import type { AuditReport } from '../scripts/lib/ledger-audit';
-import type { AppConfig } from '../src/config/app-config';
 import { freePort } from '../scripts/lib/private-redis';
-import { type ProviderProcess, startProvider } from './support/provider-process';
-import { createClient, dropQueue, startApi, truncateAll, uniqueQueuePrefix } from './support/test-stack';
-import { TEST_DATABASE_URL, testConfig } from './support/test-env';
+import { useInProcessStack } from './support/in-process-app';
+import { TEST_DATABASE_URL } from './support/test-env';
 
 const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
 
@@ -21,27 +16,8 @@ const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
  * then on one broken by hand in every way the audit knows.
  */
 describe('npm run audit', () => {
-  let provider: ProviderProcess;
-  let config: AppConfig;
-  let app: INestApplication;
-  let http: App;
-  let dataSource: DataSource;
-  let apiKey: string;
-
   // A fresh provider per test: its ledger and the payments table must start empty together.
-  beforeEach(async () => {
-    provider = await startProvider();
-    config = testConfig({ PROVIDER_URL: provider.url, QUEUE_PREFIX: uniqueQueuePrefix() });
-    ({ app, http, dataSource } = await startApi(config));
-    await truncateAll(dataSource);
-    apiKey = (await createClient(dataSource, 'audited shop')).apiKey;
-  });
-
-  afterEach(async () => {
-    await app?.close();
-    if (config) await dropQueue(config);
-    await provider?.stop();
-  });
+  const stack = useInProcessStack({ client: 'audited shop' }, 'test');
 
   async function audit(env: Record<string, string> = {}) {
     const run = promisify(execFile);
@@ -49,9 +25,9 @@ describe('npm run audit', () => {
       env: {
         ...process.env,
         DATABASE_URL: TEST_DATABASE_URL,
-        PROVIDER_URL: provider.url,
-        REDIS_URL: config.redisUrl,
-        QUEUE_PREFIX: config.queuePrefix,
+        PROVIDER_URL: stack.provider.url,
+        REDIS_URL: stack.config.redisUrl,
+        QUEUE_PREFIX: stack.config.queuePrefix,
         ...env,
       },
       timeout: 60_000,
@@ -63,9 +39,9 @@ describe('npm run audit', () => {
   }
 
   async function pay(paymentMethod: string, orderId?: string): Promise<{ id: string; status: number }> {
-    const res = await request(http)
+    const res = await request(stack.url)
       .post('/v1/payments')
-      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Authorization', `Bearer ${stack.apiKey}`)
       .set('Idempotency-Key', randomUUID())
       .send({ amount: 700, currency: 'USD', payment_method: paymentMethod, order_id: orderId });
     return { id: res.status === 402 ? res.body.error.payment.id : res.body.id, status: res.status };
@@ -73,7 +49,7 @@ describe('npm run audit', () => {
 
   /** A charge made behind the API's back, straight at the provider. */
   async function chargeDirectly(idempotencyKey: string, reference: string): Promise<void> {
-    const res = await fetch(`${provider.url}/charges`, {
+    const res = await fetch(`${stack.provider.url}/charges`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': idempotencyKey },
       body: JSON.stringify({ amount: 700, currency: 'USD', payment_method: 'pm_card_ok', reference }),
@@ -105,13 +81,13 @@ describe('npm run audit', () => {
 
     await chargeDirectly(`pk_stray_${randomUUID()}`, doubled.id);
     await chargeDirectly('pk_pay_ghost', 'pay_ghost');
-    await dataSource.query(`UPDATE payments SET amount = 701 WHERE id = $1`, [repriced.id]);
-    await dataSource.query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [unpaid.id]);
+    await stack.dataSource.query(`UPDATE payments SET amount = 701 WHERE id = $1`, [repriced.id]);
+    await stack.dataSource.query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [unpaid.id]);
     // A failed payment does not hold its order: a second one may be charged.
-    await dataSource.query(`UPDATE payments SET status = 'failed' WHERE id = $1`, [refunded.id]);
+    await stack.dataSource.query(`UPDATE payments SET status = 'failed' WHERE id = $1`, [refunded.id]);
     const recharged = await pay('pm_card_ok', 'ord_twice');
     expect(recharged.status).toBe(201);
-    await dataSource.query(
+    await stack.dataSource.query(
       `UPDATE payments SET created_at = now() - interval '1 hour', next_reconcile_at = now() - interval '1 hour'
         WHERE id = $1`,
       [forgotten.id],

@@ -1,29 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { DataSource } from 'typeorm';
 import type { CrashPointName } from '../src/config/app-config';
-import {
-  type ApiProcess,
-  type ProviderProcess,
-  type WorkerProcess,
-  startApiProcess,
-  startProvider,
-  startWorkerProcess,
-} from './support/processes';
-import {
-  PaymentsClient,
-  type Reply,
-  FAST_API_KNOBS,
-  FAST_WORKER_KNOBS,
-  chargesFor,
-  childEnv,
-  crashPointReached,
-  logged,
-  openTestDatabase,
-} from './support/process-stack';
-import { createClient, dropQueue, eventually, truncateAll, uniqueQueuePrefix } from './support/test-stack';
-import { testConfig } from './support/test-env';
+import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
+import { eventually } from './support/eventually';
+import { type Reply, crashPointReached, logged, useProcessStack } from './support/process-stack';
 
 /**
  * A payment survives its API process or its worker dying at every phase
@@ -35,11 +16,10 @@ import { testConfig } from './support/test-env';
  */
 jest.setTimeout(30_000);
 
-const QUEUE_PREFIX = uniqueQueuePrefix();
-/** The provider deadline in FAST_API_KNOBS still outlasts PROVIDER_LATENCY_MS. */
-const API_KNOBS = { QUEUE_PREFIX, ...FAST_API_KNOBS };
-const WORKER_KNOBS = { QUEUE_PREFIX, ...FAST_WORKER_KNOBS };
-/** Every provider call is in flight this long, so a request can die with the provider still working on it. */
+/**
+ * Every provider call is in flight this long (inside the stack's provider
+ * deadline), so a request can die with the provider still working on it.
+ */
 const PROVIDER_LATENCY_MS = '300';
 
 type ApiCrashPoint = Exclude<CrashPointName, 'worker_mid_job'>;
@@ -54,44 +34,17 @@ const API_CRASH_POINTS: [ApiCrashPoint, { charged: boolean }][] = [
 const payload = (paymentMethod = 'pm_card_ok') => ({ amount: 1250, currency: 'EUR', payment_method: paymentMethod });
 
 describe('API and worker processes that die, stall or are stopped', () => {
-  let provider: ProviderProcess;
-  let api: ApiProcess;
-  let db: DataSource;
-  let apiKey: string;
-  let client: PaymentsClient;
-
-  beforeAll(async () => {
-    db = await openTestDatabase();
-    provider = await startProvider({
-      LOG_LEVEL: 'info',
-      PROVIDER_LATENCY_MS,
-      PROVIDER_PENDING_SETTLE_MS: '1000',
-      PROVIDER_SLOW_REPLY_MS: '600',
-    });
-    api = await startApiProcess(childEnv({ ...API_KNOBS, PROVIDER_URL: provider.url }));
+  const stack = useProcessStack({
+    providerEnv: { PROVIDER_LATENCY_MS, PROVIDER_PENDING_SETTLE_MS: '1000', PROVIDER_SLOW_REPLY_MS: '600' },
+    client: 'crash test shop',
   });
-
-  beforeEach(async () => {
-    await truncateAll(db);
-    apiKey = (await createClient(db, 'crash test shop')).apiKey;
-    client = new PaymentsClient(api.url, apiKey);
-  });
-
-  afterAll(async () => {
-    await Promise.all([api?.stop(), provider?.stop()]);
-    await dropQueue(testConfig({ QUEUE_PREFIX }));
-    await db?.destroy();
-  });
-
-  const startApi = (env: Record<string, string>) =>
-    startApiProcess(childEnv({ ...API_KNOBS, PROVIDER_URL: provider.url, ...env }));
-  const startWorker = (env: Record<string, string> = {}) =>
-    startWorkerProcess(childEnv({ ...WORKER_KNOBS, PROVIDER_URL: provider.url, ...env }));
 
   /** One API process per crash point, started together to save time; each dies on the first payment it handles. */
   async function startCrashingApis(): Promise<Map<ApiCrashPoint, ApiProcess>> {
     return new Map(
-      await Promise.all(API_CRASH_POINTS.map(async ([point]) => [point, await startApi({ CRASH_POINT: point })] as const)),
+      await Promise.all(
+        API_CRASH_POINTS.map(async ([point]) => [point, await stack.startApi({ CRASH_POINT: point })] as const),
+      ),
     );
   }
 
@@ -102,7 +55,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
   async function crashApiAt(crashingApis: Map<ApiCrashPoint, ApiProcess>, point: ApiCrashPoint, charged: boolean) {
     const crashing = crashingApis.get(point)!;
     const key = randomUUID();
-    const answer = new PaymentsClient(crashing.url, apiKey).post(key, payload()).then(
+    const answer = stack.clientOf(crashing).post(key, payload()).then(
       () => 'answered',
       () => 'no answer',
     );
@@ -112,17 +65,17 @@ describe('API and worker processes that die, stall or are stopped', () => {
     expect(await answer).toBe('no answer');
     expect(await stateOf(paymentId)).toEqual({ status: 'pending', stored: false, leased: true });
     if (charged) {
-      await eventually(async () => ((await chargesFor(provider, paymentId)).length === 1 ? true : undefined), {
+      await eventually(async () => ((await stack.provider.chargesFor(paymentId)).length === 1 ? true : undefined), {
         what: 'the provider to record the charge of the dead request',
       });
     } else {
-      expect(await chargesFor(provider, paymentId)).toEqual([]);
+      expect(await stack.provider.chargesFor(paymentId)).toEqual([]);
     }
     return { key, paymentId };
   }
 
   async function stateOf(paymentId: string) {
-    const [row] = (await db.query(
+    const [row] = (await stack.db.query(
       `SELECT p.status, k.response_body IS NOT NULL AS stored, k.leased_until > now() AS leased
          FROM payments p JOIN idempotency_keys k ON k.payment_id = p.id
         WHERE p.id = $1`,
@@ -135,7 +88,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
   const retryUntilFinal = (key: string, body = payload()) =>
     eventually(
       async () => {
-        const reply = await client.post(key, body);
+        const reply = await stack.client.post(key, body);
         return reply.status === 409 || reply.status === 202 ? undefined : reply;
       },
       { what: 'a final answer to the retry' },
@@ -143,15 +96,15 @@ describe('API and worker processes that die, stall or are stopped', () => {
 
   /** One payment, charged once under its own provider key, and that charge is the one the answer names. */
   async function expectChargedOnce(paymentId: string, answer: Reply) {
-    const charges = await chargesFor(provider, paymentId);
+    const charges = await stack.provider.chargesFor(paymentId);
     expect(charges).toHaveLength(1);
     expect(charges[0]).toMatchObject({ idempotency_key: `pk_${paymentId}`, status: 'succeeded' });
     expect(answer.body.provider_charge_id).toBe(charges[0].id);
-    expect(await db.query('SELECT id FROM payments')).toEqual([{ id: paymentId }]);
+    expect(await stack.db.query('SELECT id FROM payments')).toEqual([{ id: paymentId }]);
   }
 
   async function expectReplayed(key: string, answer: Reply, body = payload()) {
-    const replay = await client.post(key, body);
+    const replay = await stack.client.post(key, body);
     expect(replay.status).toBe(answer.status);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.text).toBe(answer.text);
@@ -171,7 +124,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
     it.each(API_CRASH_POINTS)('API killed at %s: the retry resumes the same payment', async (point, { charged }) => {
       const { key, paymentId } = await crashApiAt(crashingApis, point, charged);
 
-      const early = await client.post(key, payload());
+      const early = await stack.client.post(key, payload());
       const resumed = await retryUntilFinal(key);
 
       expect(early.status).toBe(409);
@@ -179,22 +132,22 @@ describe('API and worker processes that die, stall or are stopped', () => {
       expect(resumed.status).toBe(201);
       expect(resumed.headers.get('idempotent-replayed')).toBeNull();
       expect(resumed.body).toMatchObject({ id: paymentId, status: 'succeeded' });
-      await api.waitForLine(logged('resuming payment', paymentId));
+      await stack.api.waitForLine(logged('resuming payment', paymentId));
       await expectChargedOnce(paymentId, resumed);
       await expectReplayed(key, resumed);
     });
 
     it('worker killed mid-job (lease taken, provider asked, nothing recorded): the retry resumes the payment', async () => {
-      const crashing = await startWorker({ CRASH_POINT: 'worker_mid_job' });
+      const crashing = await stack.startWorker({ CRASH_POINT: 'worker_mid_job' });
       const key = randomUUID();
-      const pending = await client.post(key, payload('pm_card_pending'));
+      const pending = await stack.client.post(key, payload('pm_card_pending'));
       const paymentId = await crashPointReached(crashing, 'worker_mid_job');
 
       expect(pending.status).toBe(202);
       expect(paymentId).toBe(pending.body.id);
       expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
       expect(await stateOf(paymentId)).toEqual({ status: 'pending', stored: false, leased: true });
-      expect((await client.post(key, payload('pm_card_pending'))).status).toBe(409);
+      expect((await stack.client.post(key, payload('pm_card_pending'))).status).toBe(409);
 
       const resumed = await retryUntilFinal(key, payload('pm_card_pending'));
 
@@ -211,14 +164,14 @@ describe('API and worker processes that die, stall or are stopped', () => {
      * after the provider answered, as a long GC pause or a frozen VM would.
      */
     it('a request stalled past its lease is fenced off: one outcome, and both clients get the same answer', async () => {
-      const stalling = await startApi({ CRASH_POINT: 'before_outcome', CRASH_POINT_SIGNAL: 'SIGSTOP' });
+      const stalling = await stack.startApi({ CRASH_POINT: 'before_outcome', CRASH_POINT_SIGNAL: 'SIGSTOP' });
       try {
         const key = randomUUID();
-        const stalled = new PaymentsClient(stalling.url, apiKey).post(key, payload());
+        const stalled = stack.clientOf(stalling).post(key, payload());
         const paymentId = await crashPointReached(stalling, 'before_outcome');
 
         const takeover = await retryUntilFinal(key);
-        const [outcome] = await db.query('SELECT status, updated_at FROM payments WHERE id = $1', [paymentId]);
+        const [outcome] = await stack.db.query('SELECT status, updated_at FROM payments WHERE id = $1', [paymentId]);
         stalling.resume();
         const late = await stalled;
 
@@ -229,7 +182,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
         expect(late.status).toBe(201);
         expect(late.headers.get('idempotent-replayed')).toBe('true');
         expect(late.text).toBe(takeover.text);
-        expect(await db.query('SELECT status, updated_at FROM payments WHERE id = $1', [paymentId])).toEqual([outcome]);
+        expect(await stack.db.query('SELECT status, updated_at FROM payments WHERE id = $1', [paymentId])).toEqual([outcome]);
         await expectChargedOnce(paymentId, takeover);
       } finally {
         await stalling.stop();
@@ -238,10 +191,14 @@ describe('API and worker processes that die, stall or are stopped', () => {
   });
 
   it('SIGTERM: the payment in flight finishes with its final answer, then the API exits 0', async () => {
-    const draining = await startApi({ PROVIDER_TIMEOUT_MS: '2000', PROVIDER_DEADLINE_MS: '2500', IDEMPOTENCY_LEASE_MS: '3000' });
+    const draining = await stack.startApi({
+      PROVIDER_TIMEOUT_MS: '2000',
+      PROVIDER_DEADLINE_MS: '2500',
+      IDEMPOTENCY_LEASE_MS: '3000',
+    });
     // pm_card_timeout holds its reply PROVIDER_SLOW_REPLY_MS on top of the latency.
-    const inFlight = new PaymentsClient(draining.url, apiKey).post(randomUUID(), payload('pm_card_timeout'));
-    await eventually(async () => ((await db.query('SELECT 1 FROM payments')).length === 1 ? true : undefined), {
+    const inFlight = stack.clientOf(draining).post(randomUUID(), payload('pm_card_timeout'));
+    await eventually(async () => ((await stack.db.query('SELECT 1 FROM payments')).length === 1 ? true : undefined), {
       what: 'the payment to be claimed, its provider call under way',
     });
 
@@ -259,7 +216,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
     let crashingApis: Map<ApiCrashPoint, ApiProcess>;
 
     beforeAll(async () => {
-      [worker, crashingApis] = await Promise.all([startWorker(), startCrashingApis()]);
+      [worker, crashingApis] = await Promise.all([stack.startWorker(), startCrashingApis()]);
     });
 
     afterAll(async () => {
@@ -271,12 +228,12 @@ describe('API and worker processes that die, stall or are stopped', () => {
 
       const settled = await eventually(
         async () => {
-          const reply = await client.get(paymentId);
+          const reply = await stack.client.get(paymentId);
           return reply.body.status === 'pending' ? undefined : reply;
         },
         { what: 'the worker to settle the payment' },
       );
-      const late = await client.post(key, payload());
+      const late = await stack.client.post(key, payload());
 
       expect(settled.body.status).toBe('succeeded');
       await worker.waitForLine(logged('payment reconciled', paymentId));

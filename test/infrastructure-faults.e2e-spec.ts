@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { DataSource } from 'typeorm';
@@ -14,17 +12,8 @@ import { createDataSource } from '../src/database/data-source';
 import { migrate } from '../src/database/migrate';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres';
-import { type ProviderProcess, startProvider } from './support/provider-process';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 
 /**
  * Redis and Postgres failing under a running API and worker. Each fault is
@@ -56,41 +45,28 @@ const CLIENT_POLICY = {
   backoffCapMs: 500,
 };
 
-interface Stack {
-  provider: ProviderProcess;
-  config: AppConfig;
-  app: INestApplication;
-  url: string;
-  dataSource: DataSource;
-  apiKey: string;
-  worker?: INestApplicationContext;
-}
-
-async function startStack(overrides: Record<string, string>): Promise<Stack> {
-  const provider = await startProvider({ PROVIDER_SLOW_REPLY_MS: '800', PROVIDER_PENDING_SETTLE_MS: '1500' });
-  const config = testConfig({ ...FAST, PROVIDER_URL: provider.url, QUEUE_PREFIX: uniqueQueuePrefix(), ...overrides });
-  const { app, dataSource } = await startApi(config);
-  await app.listen(0, '127.0.0.1');
-  const { port } = app.getHttpServer().address() as AddressInfo;
-  await truncateAll(dataSource);
-  const { apiKey } = await createClient(dataSource, 'infrastructure faults');
-  return { provider, config, app, url: `http://127.0.0.1:${port}`, dataSource, apiKey };
-}
-
-async function stopStack(stack: Stack | undefined): Promise<void> {
-  if (!stack) return;
-  await stack.worker?.close();
-  await stack.app.close();
-  await stack.provider.stop();
+/** API and worker on the same knobs, as a deployment runs them. */
+async function startStack(overrides: Record<string, string>): Promise<InProcessStack> {
+  const knobs = { ...FAST, ...overrides };
+  const stack = await startInProcessStack({
+    providerEnv: { PROVIDER_SLOW_REPLY_MS: '800', PROVIDER_PENDING_SETTLE_MS: '1500' },
+    config: knobs,
+    client: 'infrastructure faults',
+  });
+  await stack.startWorker(knobs).catch(async (error: unknown) => {
+    await stack.stop();
+    throw error;
+  });
+  return stack;
 }
 
 /** One request, no retry: for answers that only the worker can turn final. */
-async function postOnceTo(stack: Stack, body: Record<string, unknown>): Promise<number | string> {
+async function postOnceTo(stack: InProcessStack, body: Record<string, unknown>): Promise<number | string> {
   const reply = await postOnce(stack.url, { urls: [stack.url], apiKey: stack.apiKey, key: randomUUID(), body }, 5_000);
   return reply.kind === 'http' ? reply.status : reply.error;
 }
 
-function pay(stack: Stack, paymentMethod: string, seed = 1): Promise<PayResult> {
+function pay(stack: InProcessStack, paymentMethod: string, seed = 1): Promise<PayResult> {
   return payWithRetries(
     {
       urls: [stack.url],
@@ -133,16 +109,17 @@ async function sweepSchedulerExists(config: AppConfig): Promise<boolean> {
 
 describe('Redis faults (a private redis-server)', () => {
   let redis: PrivateRedis;
-  let stack: Stack | undefined;
+  let stack: InProcessStack | undefined;
 
   beforeAll(async () => {
     redis = await startPrivateRedis();
   });
 
+  // Redis first: stopping the stack drops its queue's keys.
   afterEach(async () => {
-    await stopStack(stack);
-    stack = undefined;
     if (!redis.running) await redis.start();
+    await stack?.stop();
+    stack = undefined;
     await redis.flushAll();
   });
 
@@ -152,7 +129,6 @@ describe('Redis faults (a private redis-server)', () => {
 
   it('FLUSHALL with pending payments: the next sweep finds them all and they end terminal', async () => {
     stack = await startStack({ REDIS_URL: redis.url });
-    stack.worker = await startWorker(stack.config);
     const created = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
         postOnceTo(stack!, { amount: 100 + i, currency: 'USD', payment_method: 'pm_card_pending' }),
@@ -177,7 +153,6 @@ describe('Redis faults (a private redis-server)', () => {
 
   it('Redis stopped: payments are still made, readiness says 503, the worker catches up when Redis is back', async () => {
     stack = await startStack({ REDIS_URL: redis.url });
-    stack.worker = await startWorker(stack.config);
     expect((await ready(stack.url)).status).toBe(200);
 
     await redis.kill();
@@ -212,7 +187,7 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
   const METHODS = ['pm_card_ok', 'pm_card_ok', 'pm_card_declined', 'pm_card_timeout', 'pm_card_flaky'];
 
   let postgres: PrivatePostgres;
-  let stack: Stack | undefined;
+  let stack: InProcessStack | undefined;
 
   beforeAll(async () => {
     postgres = await startPrivatePostgres();
@@ -227,14 +202,12 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
   });
 
   afterAll(async () => {
-    await stopStack(stack);
-    if (stack) await dropQueue(stack.config);
+    await stack?.stop();
     await postgres?.destroy();
   });
 
   it('answers 503 service_unavailable while it is down, recovers alone, and loses or doubles nothing', async () => {
     stack = await startStack({ DATABASE_URL: postgres.urlFor('payments_test') });
-    stack.worker = await startWorker(stack.config);
     const s = stack;
     let finished = 0;
     const load = Promise.all(

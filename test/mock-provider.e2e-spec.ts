@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Charge, type ProviderProcess, startProvider } from './support/provider-process';
+import { type Charge, type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import { eventually } from './support/eventually';
 
 jest.setTimeout(30_000);

@@ -1,25 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
-import type { DataSource } from 'typeorm';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
-import {
-  type ApiProcess,
-  type ProviderProcess,
-  type WorkerProcess,
-  startApiProcess,
-  startProvider,
-  startWorkerProcess,
-} from './support/processes';
-import {
-  PaymentsClient,
-  FAST_WORKER_KNOBS,
-  chargesFor,
-  childEnv,
-  crashPointReached,
-  logged,
-  openTestDatabase,
-} from './support/process-stack';
-import { createClient, dropQueue, eventually, truncateAll, uniqueQueuePrefix } from './support/test-stack';
+import type { WorkerProcess } from '../scripts/lib/processes';
+import { eventually } from './support/eventually';
+import { crashPointReached, logged, useProcessStack } from './support/process-stack';
 import { testConfig } from './support/test-env';
 
 /**
@@ -29,42 +13,19 @@ import { testConfig } from './support/test-env';
  */
 jest.setTimeout(30_000);
 
-const QUEUE_PREFIX = uniqueQueuePrefix();
-const KNOBS = { QUEUE_PREFIX, ...FAST_WORKER_KNOBS };
-
 const payload = (paymentMethod = 'pm_card_ok') => ({ amount: 990, currency: 'USD', payment_method: paymentMethod });
 
 describe('several API and worker processes on one database and one Redis', () => {
-  let provider: ProviderProcess;
-  let apis: ApiProcess[];
-  let db: DataSource;
-  let clients: PaymentsClient[];
-
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  const stack = useProcessStack({
     // Latency keeps concurrent requests overlapping; pending charges settle after a few reconciliation rounds.
-    provider = await startProvider({ LOG_LEVEL: 'info', PROVIDER_LATENCY_MS: '150', PROVIDER_PENDING_SETTLE_MS: '1000' });
-    apis = await Promise.all([1, 2].map(() => startApiProcess(childEnv({ ...KNOBS, PROVIDER_URL: provider.url }))));
+    providerEnv: { PROVIDER_LATENCY_MS: '150', PROVIDER_PENDING_SETTLE_MS: '1000' },
+    apis: 2,
+    client: 'multi-process shop',
   });
-
-  beforeEach(async () => {
-    await truncateAll(db);
-    const { apiKey } = await createClient(db, 'multi-process shop');
-    clients = apis.map((api) => new PaymentsClient(api.url, apiKey));
-  });
-
-  afterAll(async () => {
-    await Promise.all([...(apis ?? []).map((api) => api.stop()), provider?.stop()]);
-    await dropQueue(testConfig({ QUEUE_PREFIX }));
-    await db?.destroy();
-  });
-
-  const startWorker = (env: Record<string, string> = {}) =>
-    startWorkerProcess(childEnv({ ...KNOBS, PROVIDER_URL: provider.url, ...env }));
 
   it('turns concurrent requests on one key, spread over both APIs, into one payment and one charge', async () => {
     const key = randomUUID();
-    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => clients[i % 2].post(key, payload())));
+    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => stack.clients[i % 2].post(key, payload())));
 
     const created = replies.filter((reply) => reply.status === 201);
     const original = created.filter((reply) => reply.headers.get('idempotent-replayed') === null);
@@ -75,29 +36,31 @@ describe('several API and worker processes on one database and one Redis', () =>
     }
     expect(replies.filter((reply) => reply.status !== 201 && reply.status !== 409)).toEqual([]);
     const paymentId = original[0].body.id!;
-    expect(await db.query('SELECT id FROM payments')).toEqual([{ id: paymentId }]);
-    expect(await chargesFor(provider, paymentId)).toHaveLength(1);
+    expect(await stack.db.query('SELECT id FROM payments')).toEqual([{ id: paymentId }]);
+    expect(await stack.provider.chargesFor(paymentId)).toHaveLength(1);
   });
 
   it('runs one sweep schedule across both workers, and reconciles each payment one attempt at a time', async () => {
-    const workers = await Promise.all([startWorker(), startWorker()]);
+    const workers = await Promise.all([stack.startWorker(), stack.startWorker()]);
     try {
       const replies = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => clients[i % 2].post(randomUUID(), payload('pm_card_pending'))),
+        Array.from({ length: 8 }, (_, i) => stack.clients[i % 2].post(randomUUID(), payload('pm_card_pending'))),
       );
       expect(replies.map((reply) => reply.status)).toEqual(Array(8).fill(202));
       const ids = replies.map((reply) => reply.body.id!);
 
       await eventually(
         async () => {
-          const [{ pending }] = await db.query(`SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`);
+          const [{ pending }] = await stack.db.query(
+            `SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`,
+          );
           return pending === 0 ? true : undefined;
         },
         { what: 'every payment to be reconciled' },
       );
 
       expect(await schedulerIds()).toEqual(['prune-idempotency-keys', 'reconcile-sweep']);
-      const rows = (await db.query('SELECT id, status, reconcile_attempts FROM payments')) as {
+      const rows = (await stack.db.query('SELECT id, status, reconcile_attempts FROM payments')) as {
         id: string;
         status: string;
         reconcile_attempts: number;
@@ -105,7 +68,7 @@ describe('several API and worker processes on one database and one Redis', () =>
       const workerLines = workers.flatMap((worker) => worker.output());
       for (const { id, status, reconcile_attempts: attempts } of rows) {
         expect(status).toBe('succeeded');
-        expect(await chargesFor(provider, id)).toHaveLength(1);
+        expect(await stack.provider.chargesFor(id)).toHaveLength(1);
         // Each attempt asks the provider once: a second worker on the same
         // payment would add a lookup that no attempt counted.
         expect({ id, lookups: providerLookups(id) }).toEqual({ id, lookups: attempts + 1 });
@@ -118,23 +81,23 @@ describe('several API and worker processes on one database and one Redis', () =>
   });
 
   it('finishes the payment of a worker killed mid-job on another worker', async () => {
-    const crashing = await startWorker({ CRASH_POINT: 'worker_mid_job' });
+    const crashing = await stack.startWorker({ CRASH_POINT: 'worker_mid_job' });
     let survivor: WorkerProcess | undefined;
     try {
       const key = randomUUID();
-      const pending = await clients[0].post(key, payload('pm_card_pending'));
+      const pending = await stack.clients[0].post(key, payload('pm_card_pending'));
       const paymentId = await crashPointReached(crashing, 'worker_mid_job');
       expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
       expect(paymentId).toBe(pending.body.id);
 
-      survivor = await startWorker();
+      survivor = await stack.startWorker();
       await survivor.waitForLine(logged('payment reconciled', paymentId), 15_000);
-      const late = await clients[1].post(key, payload('pm_card_pending'));
+      const late = await stack.clients[1].post(key, payload('pm_card_pending'));
 
       expect(late.status).toBe(201);
       expect(late.headers.get('idempotent-replayed')).toBe('true');
       expect(late.body).toMatchObject({ id: paymentId, status: 'succeeded' });
-      expect(await chargesFor(provider, paymentId)).toHaveLength(1);
+      expect(await stack.provider.chargesFor(paymentId)).toHaveLength(1);
       expect(await survivor.stop()).toEqual({ code: 0, signal: null });
     } finally {
       await survivor?.stop();
@@ -144,7 +107,7 @@ describe('several API and worker processes on one database and one Redis', () =>
   /** GET /charges/<provider key> requests the provider logged for one payment. */
   function providerLookups(paymentId: string): number {
     const path = `/charges/pk_${paymentId}`;
-    return provider
+    return stack.provider
       .output()
       .filter((text) => text.startsWith('{'))
       .map((text) => JSON.parse(text) as { req?: { method?: string; url?: string } })
@@ -152,7 +115,7 @@ describe('several API and worker processes on one database and one Redis', () =>
   }
 
   async function schedulerIds(): Promise<string[]> {
-    const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: testConfig().redisUrl }, prefix: QUEUE_PREFIX });
+    const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: testConfig().redisUrl }, prefix: stack.queuePrefix });
     try {
       return (await queue.getJobSchedulers()).map((scheduler) => scheduler.key).sort();
     } finally {

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import type { App } from 'supertest/types';
-import { createClient, startApi, truncateAll } from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { startApi } from './support/in-process-app';
+import { createClient, testConfig, truncateAll } from './support/test-env';
 
 describe('operations endpoints', () => {
   let app: INestApplication;

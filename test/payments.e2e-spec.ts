@@ -1,75 +1,33 @@
 import { randomUUID } from 'node:crypto';
-import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import request from 'supertest';
-import type { App } from 'supertest/types';
-import type { DataSource } from 'typeorm';
-import type { AppConfig } from '../src/config/app-config';
 import { Ledger } from '../src/ledger/ledger.service';
-import { type ProviderProcess, startProvider } from './support/provider-process';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { eventually } from './support/eventually';
+import { useInProcessStack } from './support/in-process-app';
+import { createClient } from './support/test-env';
 
 /**
  * The contract's outcome table, end to end: a real Postgres, a real Redis, the
  * mock provider as its own process, and the API as main.ts builds it.
  */
 describe('POST /v1/payments', () => {
-  let provider: ProviderProcess;
-  let config: AppConfig;
-  let app: INestApplication;
-  let http: App;
-  let dataSource: DataSource;
-  let apiKey: string;
-  let worker: INestApplicationContext | undefined;
-
-  const workerConfig = (overrides: Record<string, string>) =>
-    testConfig({
-      PROVIDER_URL: provider.url,
-      QUEUE_PREFIX: config.queuePrefix,
-      RECONCILE_INTERVAL_MS: '100',
-      RECONCILE_STALE_AFTER_MS: '0',
-      RECONCILE_BACKOFF_BASE_MS: '100',
-      RECONCILE_BACKOFF_CAP_MS: '400',
-      ...overrides,
-    });
-
-  beforeAll(async () => {
-    provider = await startProvider({ PROVIDER_SLOW_REPLY_MS: '1500', PROVIDER_PENDING_SETTLE_MS: '1000' });
-    config = testConfig({
-      PROVIDER_URL: provider.url,
-      QUEUE_PREFIX: uniqueQueuePrefix(),
+  const stack = useInProcessStack({
+    providerEnv: { PROVIDER_SLOW_REPLY_MS: '1500', PROVIDER_PENDING_SETTLE_MS: '1000' },
+    config: {
       PROVIDER_TIMEOUT_MS: '500',
       PROVIDER_DEADLINE_MS: '3000',
       PROVIDER_BACKOFF_BASE_MS: '50',
       PROVIDER_BACKOFF_CAP_MS: '200',
       IDEMPOTENCY_LEASE_MS: '5000',
-    });
-    ({ app, http, dataSource } = await startApi(config));
+    },
+    client: 'shop',
   });
-
-  beforeEach(async () => {
-    await truncateAll(dataSource);
-    apiKey = (await createClient(dataSource, 'shop')).apiKey;
-  });
-
-  afterEach(async () => {
-    await worker?.close();
-    worker = undefined;
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    if (config) await dropQueue(config);
-    await provider?.stop();
-  });
+  /** Sweeps every 100 ms and retries soon, so the worker settles a payment within the test. */
+  const QUICK_RECONCILE = {
+    RECONCILE_INTERVAL_MS: '100',
+    RECONCILE_STALE_AFTER_MS: '0',
+    RECONCILE_BACKOFF_BASE_MS: '100',
+    RECONCILE_BACKOFF_CAP_MS: '400',
+  };
 
   const body = (overrides: Record<string, unknown> = {}) => ({
     amount: 500,
@@ -78,19 +36,15 @@ describe('POST /v1/payments', () => {
     ...overrides,
   });
 
-  function post(key: string | undefined, payload: unknown, auth = apiKey) {
-    const req = request(http).post('/v1/payments').set('Authorization', `Bearer ${auth}`);
+  function post(key: string | undefined, payload: unknown, auth = stack.apiKey) {
+    const req = request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${auth}`);
     if (key !== undefined) req.set('Idempotency-Key', key);
     return req.send(payload as object);
   }
 
   async function count(table: 'payments' | 'idempotency_keys'): Promise<number> {
-    const [row] = (await dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[];
+    const [row] = (await stack.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[];
     return row.n;
-  }
-
-  async function chargesFor(paymentId: string) {
-    return (await provider.charges()).filter((charge) => charge.reference === paymentId);
   }
 
   it('charges once and answers 201 with the payment', async () => {
@@ -108,7 +62,7 @@ describe('POST /v1/payments', () => {
       failure_code: null,
     });
     expect(res.body.id).toMatch(/^pay_/);
-    const charges = await chargesFor(res.body.id);
+    const charges = await stack.provider.chargesFor(res.body.id);
     expect(charges).toHaveLength(1);
     expect(res.body.provider_charge_id).toBe(charges[0].id);
   });
@@ -116,9 +70,9 @@ describe('POST /v1/payments', () => {
   it('replays the stored answer byte for byte, whatever the key order and spacing', async () => {
     const key = randomUUID();
     const first = await post(key, body({ metadata: { a: '1', b: '2' } }));
-    const again = await request(http)
+    const again = await request(stack.url)
       .post('/v1/payments')
-      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Authorization', `Bearer ${stack.apiKey}`)
       .set('Idempotency-Key', `"${key}"`)
       .set('Content-Type', 'application/json')
       .send(`{ "metadata": {"b":"2", "a":"1"},\n "payment_method": "pm_card_ok", "currency": "USD", "amount": 500 }`);
@@ -127,15 +81,15 @@ describe('POST /v1/payments', () => {
     expect(again.status).toBe(201);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.text).toBe(first.text);
-    expect(await chargesFor(first.body.id)).toHaveLength(1);
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 
   it('treats a retry to /v1/payments/ (trailing slash) as the same request', async () => {
     const key = randomUUID();
     const first = await post(key, body());
-    const again = await request(http)
+    const again = await request(stack.url)
       .post('/v1/payments/')
-      .set('Authorization', `Bearer ${apiKey}`)
+      .set('Authorization', `Bearer ${stack.apiKey}`)
       .set('Idempotency-Key', key)
       .send(body());
 
@@ -154,7 +108,7 @@ describe('POST /v1/payments', () => {
       expect(first.body.status).toBe('succeeded');
       expect(retry.status).toBe(201);
       expect(retry.text).toBe(first.text);
-      expect(await chargesFor(first.body.id)).toHaveLength(1);
+      expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
       expect(await count('payments')).toBe(1);
     },
   );
@@ -162,7 +116,7 @@ describe('POST /v1/payments', () => {
   it('refuses the same key with another amount (422) and changes nothing', async () => {
     const key = randomUUID();
     const first = await post(key, body());
-    const [before] = await dataSource.query('SELECT * FROM idempotency_keys');
+    const [before] = await stack.dataSource.query('SELECT * FROM idempotency_keys');
 
     const reused = await post(key, body({ amount: 900 }));
 
@@ -171,7 +125,7 @@ describe('POST /v1/payments', () => {
       error: { type: 'idempotency_error', code: 'idempotency_key_reused', message: expect.any(String) },
     });
     expect(await count('payments')).toBe(1);
-    expect(await dataSource.query('SELECT * FROM idempotency_keys')).toEqual([before]);
+    expect(await stack.dataSource.query('SELECT * FROM idempotency_keys')).toEqual([before]);
     expect((await post(key, body())).text).toBe(first.text);
   });
 
@@ -195,7 +149,7 @@ describe('POST /v1/payments', () => {
       }
     }
     expect(await count('payments')).toBe(1);
-    expect(await chargesFor(original!.body.id)).toHaveLength(1);
+    expect(await stack.provider.chargesFor(original!.body.id)).toHaveLength(1);
   });
 
   it('stores a decline and replays it as 402', async () => {
@@ -221,7 +175,7 @@ describe('POST /v1/payments', () => {
 
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('succeeded');
-    expect(await chargesFor(res.body.id)).toHaveLength(1);
+    expect(await stack.provider.chargesFor(res.body.id)).toHaveLength(1);
   });
 
   it('answers 202 while the provider is unavailable, resumes the same payment, then hands it to review', async () => {
@@ -239,10 +193,10 @@ describe('POST /v1/payments', () => {
     expect(retry.headers['idempotent-replayed']).toBeUndefined();
     expect(await count('payments')).toBe(1);
 
-    worker = await startWorker(workerConfig({ RECONCILE_MAX_ATTEMPTS: '3' }));
+    await stack.startWorker({ ...QUICK_RECONCILE, RECONCILE_MAX_ATTEMPTS: '3' });
     const reviewed = await eventually(
       async () => {
-        const res = await request(http).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${apiKey}`);
+        const res = await request(stack.url).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${stack.apiKey}`);
         return res.body.status === 'requires_review' ? res : undefined;
       },
       { what: 'requires_review' },
@@ -251,7 +205,7 @@ describe('POST /v1/payments', () => {
     const late = await post(key, payload);
     expect(late.headers['idempotent-replayed']).toBe('true');
     expect(late.body).toMatchObject({ id: first.body.id, status: 'requires_review' });
-    expect(await chargesFor(first.body.id)).toHaveLength(0);
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(0);
   });
 
   it('answers 202 for a pending charge; the worker settles it and a retry replays the final 201', async () => {
@@ -261,10 +215,10 @@ describe('POST /v1/payments', () => {
     expect(first.status).toBe(202);
     expect(first.body.status).toBe('pending');
 
-    worker = await startWorker(workerConfig({ RECONCILE_MAX_ATTEMPTS: '10' }));
+    await stack.startWorker({ ...QUICK_RECONCILE, RECONCILE_MAX_ATTEMPTS: '10' });
     const settled = await eventually(
       async () => {
-        const res = await request(http).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${apiKey}`);
+        const res = await request(stack.url).get(`/v1/payments/${first.body.id}`).set('Authorization', `Bearer ${stack.apiKey}`);
         return res.body.status === 'pending' ? undefined : res;
       },
       { what: 'the pending charge to settle' },
@@ -275,7 +229,7 @@ describe('POST /v1/payments', () => {
     expect(retry.status).toBe(201);
     expect(retry.headers['idempotent-replayed']).toBe('true');
     expect(retry.body).toMatchObject({ id: first.body.id, status: 'succeeded' });
-    expect(await chargesFor(first.body.id)).toHaveLength(1);
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 
   it('refuses a second payment for an order that has one (409 order_already_paid), storing nothing', async () => {
@@ -289,7 +243,7 @@ describe('POST /v1/payments', () => {
   });
 
   it('keeps clients apart: one key, two clients, two payments; another client’s payment is 404', async () => {
-    const other = await createClient(dataSource, 'other shop');
+    const other = await createClient(stack.dataSource, 'other shop');
     const key = randomUUID();
     const mine = await post(key, body());
     const theirs = await post(key, body(), other.apiKey);
@@ -299,7 +253,7 @@ describe('POST /v1/payments', () => {
     expect(theirs.headers['idempotent-replayed']).toBeUndefined();
     expect(theirs.body.id).not.toBe(mine.body.id);
 
-    const peek = await request(http).get(`/v1/payments/${mine.body.id}`).set('Authorization', `Bearer ${other.apiKey}`);
+    const peek = await request(stack.url).get(`/v1/payments/${mine.body.id}`).set('Authorization', `Bearer ${other.apiKey}`);
     expect(peek.status).toBe(404);
     expect(peek.body.error.code).toBe('resource_missing');
   });
@@ -307,7 +261,7 @@ describe('POST /v1/payments', () => {
   it('treats a reused expired key as a new request', async () => {
     const key = randomUUID();
     const first = await post(key, body());
-    await dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`);
+    await stack.dataSource.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`);
 
     const again = await post(key, body({ amount: 700 }));
 
@@ -364,9 +318,9 @@ describe('POST /v1/payments', () => {
     });
 
     it('400 for two Idempotency-Key headers, which Node would join into one', async () => {
-      const res = await request(http)
+      const res = await request(stack.url)
         .post('/v1/payments')
-        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Authorization', `Bearer ${stack.apiKey}`)
         // Node sends an array as repeated header lines; only supertest's types limit arrays to Cookie.
         .set('Idempotency-Key', ['a', 'b'] as unknown as string)
         .send(body());
@@ -380,9 +334,9 @@ describe('POST /v1/payments', () => {
       ['metadata.constructor', '{"amount":500,"currency":"USD","payment_method":"pm_card_ok","metadata":{"constructor":"x"}}'],
       ['__proto__', '{"amount":500,"currency":"USD","payment_method":"pm_card_ok","__proto__":{"a":"b"}}'],
     ])('400 naming %s, a key that names object machinery', async (param, json) => {
-      const res = await request(http)
+      const res = await request(stack.url)
         .post('/v1/payments')
-        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Authorization', `Bearer ${stack.apiKey}`)
         .set('Idempotency-Key', randomUUID())
         .set('Content-Type', 'application/json')
         .send(json);
@@ -392,9 +346,9 @@ describe('POST /v1/payments', () => {
     });
 
     it('400 with a useful message for a body sent without a JSON content type', async () => {
-      const res = await request(http)
+      const res = await request(stack.url)
         .post('/v1/payments')
-        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Authorization', `Bearer ${stack.apiKey}`)
         .set('Idempotency-Key', randomUUID())
         .set('Content-Type', 'text/plain')
         .send(JSON.stringify(body()));
@@ -409,9 +363,9 @@ describe('POST /v1/payments', () => {
     });
 
     it('400 body_invalid_json for malformed JSON', async () => {
-      const res = await request(http)
+      const res = await request(stack.url)
         .post('/v1/payments')
-        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Authorization', `Bearer ${stack.apiKey}`)
         .set('Idempotency-Key', randomUUID())
         .set('Content-Type', 'application/json')
         .send('{"amount": 500,');
@@ -439,7 +393,7 @@ describe('POST /v1/payments', () => {
       ['an unknown key', 'Bearer sk_nope'],
       ['another scheme', `Basic ${Buffer.from('a:b').toString('base64')}`],
     ])('401 with %s', async (_name, authorization) => {
-      const req = request(http).post('/v1/payments').set('Idempotency-Key', randomUUID());
+      const req = request(stack.url).post('/v1/payments').set('Idempotency-Key', randomUUID());
       if (authorization) req.set('Authorization', authorization);
       const res = await req.send(body());
 
@@ -448,7 +402,7 @@ describe('POST /v1/payments', () => {
     });
 
     it('404 in the envelope for an unknown route', async () => {
-      const res = await request(http).get('/v2/nothing');
+      const res = await request(stack.url).get('/v2/nothing');
       expect(res.status).toBe(404);
       expect(res.body.error.code).toBe('route_not_found');
     });
@@ -457,9 +411,9 @@ describe('POST /v1/payments', () => {
   it('refuses an outcome written under a token that does not hold the lease', async () => {
     const key = randomUUID();
     const pending = await post(key, body({ payment_method: 'pm_card_unavailable' }));
-    const [{ client_id: clientId }] = await dataSource.query('SELECT client_id FROM idempotency_keys');
+    const [{ client_id: clientId }] = await stack.dataSource.query('SELECT client_id FROM idempotency_keys');
 
-    const written = await app
+    const written = await stack.app
       .get(Ledger)
       .recordOutcome({ clientId, key, token: randomUUID() }, pending.body.id, {
         status: 'succeeded',
@@ -467,38 +421,22 @@ describe('POST /v1/payments', () => {
       });
 
     expect(written).toBeUndefined();
-    const [payment] = await dataSource.query('SELECT status, provider_charge_id FROM payments');
+    const [payment] = await stack.dataSource.query('SELECT status, provider_charge_id FROM payments');
     expect(payment).toEqual({ status: 'pending', provider_charge_id: null });
   });
 });
 
 describe('GET /v1/payments', () => {
-  let provider: ProviderProcess;
-  let app: INestApplication;
-  let http: App;
-  let dataSource: DataSource;
-  let apiKey: string;
+  const stack = useInProcessStack();
 
-  beforeAll(async () => {
-    provider = await startProvider();
-    ({ app, http, dataSource } = await startApi(testConfig({ PROVIDER_URL: provider.url })));
-    await truncateAll(dataSource);
-    apiKey = (await createClient(dataSource)).apiKey;
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await provider?.stop();
-  });
-
-  const get = (path: string) => request(http).get(path).set('Authorization', `Bearer ${apiKey}`);
+  const get = (path: string) => request(stack.url).get(path).set('Authorization', `Bearer ${stack.apiKey}`);
 
   it('pages through the client’s payments, newest first', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const res = await request(http)
+      const res = await request(stack.url)
         .post('/v1/payments')
-        .set('Authorization', `Bearer ${apiKey}`)
+        .set('Authorization', `Bearer ${stack.apiKey}`)
         .set('Idempotency-Key', randomUUID())
         .send({ amount: 100 + i, currency: 'EUR', payment_method: 'pm_card_ok' });
       ids.push(res.body.id);
@@ -519,12 +457,10 @@ describe('GET /v1/payments', () => {
   });
 
   it('skips no payment created in the same millisecond as the cursor', async () => {
-    await truncateAll(dataSource);
-    apiKey = (await createClient(dataSource)).apiKey;
-    const [{ id: clientId }] = await dataSource.query('SELECT id FROM api_clients');
+    const [{ id: clientId }] = await stack.dataSource.query('SELECT id FROM api_clients');
     // Three payments 1 µs apart: the same millisecond, as a burst of requests gets.
     for (const [i, micros] of ['000001', '000002', '000003'].entries()) {
-      await dataSource.query(
+      await stack.dataSource.query(
         `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, created_at)
          VALUES ($1, $2, 100, 'USD', 'pm_card_ok', $3, $4)`,
         [`pay_burst_${i}`, clientId, `pk_burst_${i}`, `2026-11-29T10:00:00.${micros}Z`],

@@ -1,20 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import request from 'supertest';
-import type { App } from 'supertest/types';
-import type { DataSource } from 'typeorm';
-import type { AppConfig } from '../src/config/app-config';
-import { type ProviderProcess, startProvider } from './support/provider-process';
-import {
-  createClient,
-  dropQueue,
-  eventually,
-  startApi,
-  startWorker,
-  truncateAll,
-  uniqueQueuePrefix,
-} from './support/test-stack';
-import { testConfig } from './support/test-env';
+import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
+import { eventually } from './support/eventually';
+import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 
 /**
  * The resilience layer end to end: Retry-After, the retry budget, the circuit
@@ -24,18 +12,14 @@ import { testConfig } from './support/test-env';
  */
 describe('provider resilience', () => {
   let provider: ProviderProcess;
-  let api: { app: INestApplication; http: App; dataSource: DataSource; apiKey: string; config: AppConfig } | undefined;
-  let worker: INestApplicationContext | undefined;
+  let api: InProcessStack | undefined;
 
   beforeAll(async () => {
     provider = await startProvider();
   });
 
   afterEach(async () => {
-    await worker?.close();
-    worker = undefined;
-    await api?.app.close();
-    if (api) await dropQueue(api.config);
+    await api?.stop();
     api = undefined;
   });
 
@@ -43,22 +27,15 @@ describe('provider resilience', () => {
     await provider?.stop();
   });
 
-  async function start(overrides: Record<string, string> = {}, on: ProviderProcess = provider) {
-    const config = testConfig({
-      PROVIDER_URL: on.url,
-      QUEUE_PREFIX: uniqueQueuePrefix(),
-      PROVIDER_BACKOFF_BASE_MS: '50',
-      PROVIDER_BACKOFF_CAP_MS: '200',
-      ...overrides,
+  async function start(overrides: Record<string, string> = {}, on: ProviderProcess = provider): Promise<void> {
+    api = await startInProcessStack({
+      provider: on,
+      config: { PROVIDER_BACKOFF_BASE_MS: '50', PROVIDER_BACKOFF_CAP_MS: '200', ...overrides },
     });
-    const { app, http, dataSource } = await startApi(config);
-    await truncateAll(dataSource);
-    api = { app, http, dataSource, config, apiKey: (await createClient(dataSource)).apiKey };
-    return api;
   }
 
   function post(key: string, paymentMethod: string) {
-    return request(api!.http)
+    return request(api!.url)
       .post('/v1/payments')
       .set('Authorization', `Bearer ${api!.apiKey}`)
       .set('Idempotency-Key', key)
@@ -74,13 +51,9 @@ describe('provider resilience', () => {
 
   /** The value of one Prometheus sample on GET /metrics, 0 when absent. */
   async function metric(sample: string): Promise<number> {
-    const text = (await request(api!.http).get('/metrics')).text;
+    const text = (await request(api!.url).get('/metrics')).text;
     const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
     return line ? Number(line.slice(sample.length + 1)) : 0;
-  }
-
-  async function chargesFor(paymentId: string) {
-    return (await provider.charges()).filter((charge) => charge.reference === paymentId);
   }
 
   it('waits about a second on a 429 with Retry-After: 1, then succeeds', async () => {
@@ -94,7 +67,7 @@ describe('provider resilience', () => {
     expect(res.body.status).toBe('succeeded');
     expect(elapsed).toBeGreaterThanOrEqual(950);
     expect(elapsed).toBeLessThan(3000);
-    expect(await chargesFor(res.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(res.body.id)).toHaveLength(1);
     expect(await metric('provider_attempts_total{operation="create_charge",outcome="throttled"}')).toBe(1);
   });
 
@@ -120,7 +93,7 @@ describe('provider resilience', () => {
       [key],
     );
     expect(stored).toEqual({ status: 'pending', response_status: null, leased_until: null });
-    expect(await chargesFor(res.body.id)).toHaveLength(0);
+    expect(await provider.chargesFor(res.body.id)).toHaveLength(0);
   });
 
   it('answers 503 with Retry-After while the circuit is open, writing nothing, and lets a probe through later', async () => {
@@ -155,29 +128,25 @@ describe('provider resilience', () => {
       { timeoutMs: 5000, intervalMs: 200, what: 'the circuit to let a probe through' },
     );
     expect(probe.status).toBe(201);
-    expect(await chargesFor(probe.body.id)).toHaveLength(1);
+    expect(await provider.chargesFor(probe.body.id)).toHaveLength(1);
     expect(await metric('provider_breaker_state_changes_total{to="closed"}')).toBe(1);
   });
 
   it('postpones reconciliation while the worker’s circuit is open, without counting an attempt', async () => {
-    const { config } = await start();
+    await start();
     const pending = await post(randomUUID(), 'pm_card_unavailable');
     expect(pending.status).toBe(202);
 
     // First run: the lookup answers 404, the resubmission fails and opens the worker's circuit
     // (one counted attempt); the next run is refused by the circuit and deferred for its minute.
-    worker = await startWorker(
-      testConfig({
-        PROVIDER_URL: provider.url,
-        QUEUE_PREFIX: config.queuePrefix,
-        PROVIDER_BREAKER_THRESHOLD: '1',
-        PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
-        RECONCILE_INTERVAL_MS: '100',
-        RECONCILE_STALE_AFTER_MS: '0',
-        RECONCILE_BACKOFF_BASE_MS: '100',
-        RECONCILE_BACKOFF_CAP_MS: '200',
-      }),
-    );
+    await api!.startWorker({
+      PROVIDER_BREAKER_THRESHOLD: '1',
+      PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
+      RECONCILE_INTERVAL_MS: '100',
+      RECONCILE_STALE_AFTER_MS: '0',
+      RECONCILE_BACKOFF_BASE_MS: '100',
+      RECONCILE_BACKOFF_CAP_MS: '200',
+    });
     const deferred = await eventually(
       async () => {
         const [row] = await api!.dataSource.query(
@@ -242,7 +211,7 @@ describe('provider resilience', () => {
         { what: 'the provider to drop the abandoned attempt' },
       );
       expect(dropped.waitMs).toBe(250);
-      expect((await slow.charges()).filter((c) => c.reference === res.body.id)).toHaveLength(0);
+      expect(await slow.chargesFor(res.body.id)).toHaveLength(0);
     });
   });
 });

@@ -86,6 +86,8 @@ export type WorkerProcess = ManagedProcess;
 export interface ProviderProcess extends HttpProcess {
   /** Every charge the provider holds (GET /charges). */
   charges(): Promise<Charge[]>;
+  /** The charges for one payment: the API sends the payment id as the charge's reference. */
+  chargesFor(paymentId: string): Promise<Charge[]>;
 }
 
 type Env = Record<string, string>;
@@ -120,13 +122,15 @@ export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> 
 /** The mock provider on a random port (PROVIDER_PORT=0 unless env sets one), once GET /health answers. */
 export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
   const http = await listening(launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', ...env }), '/health');
+  const charges = async () => {
+    const response = await fetch(`${http.url}/charges`);
+    if (response.status !== 200) throw new Error(`GET /charges answered ${response.status}`);
+    return (await response.json()) as Charge[];
+  };
   return {
     ...http,
-    charges: async () => {
-      const response = await fetch(`${http.url}/charges`);
-      if (response.status !== 200) throw new Error(`GET /charges answered ${response.status}`);
-      return (await response.json()) as Charge[];
-    },
+    charges,
+    chargesFor: async (paymentId) => (await charges()).filter((charge) => charge.reference === paymentId),
   };
 }
 

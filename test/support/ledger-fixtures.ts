@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { ClientsRepository } from '../../src/clients/clients.repository';
-import { ClientsService } from '../../src/clients/clients.service';
 import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
 import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
 import { PaymentsRepository } from '../../src/payments/payments.repository';
 import type { Payment } from '../../src/payments/payments.table';
 import { useTestDatabase } from './test-database';
+import { createClient } from './test-env';
 
 export const FINGERPRINT = 'f'.repeat(64);
 export const LEASE_MS = 30_000;
@@ -23,7 +22,7 @@ export class LedgerFixtures {
   constructor(private readonly dataSource: DataSource) {}
 
   async client(): Promise<string> {
-    return (await new ClientsService(new ClientsRepository(this.dataSource)).create('db spec')).id;
+    return (await createClient(this.dataSource, 'db spec')).id;
   }
 
   /** Phase 1 of a request: a claimed key and its pending payment, in one commit. */

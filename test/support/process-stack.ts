@@ -1,25 +1,53 @@
 import type { DataSource } from 'typeorm';
+import {
+  type ApiProcess,
+  type HttpProcess,
+  type ManagedProcess,
+  type OutputLine,
+  type ProviderProcess,
+  type WorkerProcess,
+  startApiProcess,
+  startProvider,
+  startWorkerProcess,
+} from '../../scripts/lib/processes';
 import { createDataSource } from '../../src/database/data-source';
-import type { Charge, ManagedProcess, OutputLine, ProviderProcess } from './processes';
-import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
+import {
+  TEST_DATABASE_URL,
+  assertTestDatabase,
+  createClient,
+  dropQueue,
+  testConfig,
+  truncateAll,
+  uniqueQueuePrefix,
+} from './test-env';
 
 /**
- * What the e2e specs that run the API and the worker as real processes share:
- * their environment, a client that speaks HTTP to them, and the questions the
- * specs ask of the database and of the processes' logs.
+ * The API, the worker and the mock provider as real child processes, for
+ * specs that kill, stall or stop them (in-process-app.ts runs the API inside
+ * jest instead): the stack, a client that speaks HTTP to it, and the
+ * questions the specs ask of the processes' logs.
  */
 
-/** The environment of an API or worker child: the test database, logs on (kept by the harness). */
-export function childEnv(overrides: Record<string, string>): Record<string, string> {
-  assertTestDatabase(TEST_DATABASE_URL);
-  return { NODE_ENV: 'test', LOG_LEVEL: 'info', DATABASE_URL: TEST_DATABASE_URL, ...overrides };
-}
+type Env = Record<string, string>;
 
-/** A connection of the spec's own to the test database, to look at what the processes wrote. */
-export async function openTestDatabase(): Promise<DataSource> {
-  assertTestDatabase(TEST_DATABASE_URL);
-  return createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
-}
+/**
+ * Knobs for a stack whose failures recover within one test: a dead request's
+ * key frees up after 1.5 s (config wants the lease longer than the provider
+ * deadline, so the provider client's budget shrinks with it), and workers
+ * sweep every 100 ms with no staleness wait on a short ladder.
+ */
+const FAST_API_KNOBS = {
+  IDEMPOTENCY_LEASE_MS: '1500',
+  PROVIDER_TIMEOUT_MS: '800',
+  PROVIDER_DEADLINE_MS: '1000',
+};
+const FAST_WORKER_KNOBS = {
+  ...FAST_API_KNOBS,
+  RECONCILE_INTERVAL_MS: '100',
+  RECONCILE_STALE_AFTER_MS: '0',
+  RECONCILE_BACKOFF_BASE_MS: '200',
+  RECONCILE_BACKOFF_CAP_MS: '400',
+};
 
 /** What the specs read of a body: a payment, or the error envelope. */
 export interface ReplyBody {
@@ -63,6 +91,96 @@ export class PaymentsClient {
   }
 }
 
+export interface ProcessStackOptions {
+  /** The provider's env on top of LOG_LEVEL=info: specs read its request log. */
+  providerEnv?: Env;
+  /** How many API processes the tests of the file share. */
+  apis?: number;
+  /** The name of the API client made for each test. */
+  client: string;
+}
+
+/**
+ * The provider and the shared API processes, a queue prefix of their own, a
+ * connection of the spec's own to the test database (to look at what the
+ * processes wrote), and before each test emptied tables and a fresh client.
+ */
+export class ProcessStack {
+  readonly queuePrefix = uniqueQueuePrefix();
+  db!: DataSource;
+  provider!: ProviderProcess;
+  apis: ApiProcess[] = [];
+  apiKey!: string;
+  /** One per API in `apis`, with this test's key. */
+  clients: PaymentsClient[] = [];
+
+  constructor(private readonly options: ProcessStackOptions) {}
+
+  /** For specs with one shared API. */
+  get api(): ApiProcess {
+    return this.apis[0];
+  }
+
+  get client(): PaymentsClient {
+    return this.clients[0];
+  }
+
+  async start(): Promise<void> {
+    assertTestDatabase(TEST_DATABASE_URL);
+    this.db = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
+    this.provider = await startProvider({ LOG_LEVEL: 'info', ...this.options.providerEnv });
+    this.apis = await Promise.all(Array.from({ length: this.options.apis ?? 1 }, () => this.startApi()));
+  }
+
+  async reset(): Promise<void> {
+    await truncateAll(this.db);
+    this.apiKey = (await createClient(this.db, this.options.client)).apiKey;
+    this.clients = this.apis.map((api) => this.clientOf(api));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.apis.map((api) => api.stop()), this.provider?.stop()]);
+    await dropQueue(testConfig({ QUEUE_PREFIX: this.queuePrefix }));
+    await this.db?.destroy();
+  }
+
+  /** Another API process on this stack; the test that starts it stops it. */
+  startApi(env: Env = {}): Promise<ApiProcess> {
+    return startApiProcess(this.childEnv({ ...FAST_API_KNOBS, ...env }));
+  }
+
+  /** A worker process on this stack; the test that starts it stops it. */
+  startWorker(env: Env = {}): Promise<WorkerProcess> {
+    return startWorkerProcess(this.childEnv({ ...FAST_WORKER_KNOBS, ...env }));
+  }
+
+  /** A client of any API process, with this test's key. */
+  clientOf(api: HttpProcess): PaymentsClient {
+    return new PaymentsClient(api.url, this.apiKey);
+  }
+
+  /** The test database, logs on (kept by the harness), this stack's queue and provider. */
+  private childEnv(env: Env): Env {
+    return {
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: TEST_DATABASE_URL,
+      QUEUE_PREFIX: this.queuePrefix,
+      PROVIDER_URL: this.provider.url,
+      ...env,
+    };
+  }
+}
+
+/** A process stack for the enclosing describe block: started once, reset before each test. */
+export function useProcessStack(options: ProcessStackOptions): ProcessStack {
+  const stack = new ProcessStack(options);
+  beforeAll(() => stack.start());
+  beforeEach(() => stack.reset());
+  afterAll(() => stack.stop());
+  return stack;
+}
+
 /** The line CrashPoint writes just before it signals its process; resolves with the payment it was working on. */
 export async function crashPointReached(child: ManagedProcess, point: string): Promise<string> {
   const line = await child.waitForLine(({ json }) => json?.msg === 'crash point reached' && json.crashPoint === point);
@@ -74,27 +192,3 @@ export const logged =
   (msg: string, paymentId: string) =>
   ({ json }: OutputLine): boolean =>
     json?.msg === msg && json.paymentId === paymentId;
-
-/** The charges the provider holds for one payment (the charge keeps the payment id as its reference). */
-export async function chargesFor(provider: ProviderProcess, paymentId: string): Promise<Charge[]> {
-  return (await provider.charges()).filter((charge) => charge.reference === paymentId);
-}
-
-/**
- * Knobs for a stack whose failures recover within one test: a dead request's
- * key frees up after 1.5 s (config wants the lease longer than the provider
- * deadline, so the provider client's budget shrinks with it), and workers
- * sweep every 100 ms with no staleness wait on a short ladder.
- */
-export const FAST_API_KNOBS = {
-  IDEMPOTENCY_LEASE_MS: '1500',
-  PROVIDER_TIMEOUT_MS: '800',
-  PROVIDER_DEADLINE_MS: '1000',
-};
-export const FAST_WORKER_KNOBS = {
-  ...FAST_API_KNOBS,
-  RECONCILE_INTERVAL_MS: '100',
-  RECONCILE_STALE_AFTER_MS: '0',
-  RECONCILE_BACKOFF_BASE_MS: '200',
-  RECONCILE_BACKOFF_CAP_MS: '400',
-};

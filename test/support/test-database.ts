@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
-import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
+import { TEST_DATABASE_URL, assertTestDatabase, truncateAll } from './test-env';
 
 /**
  * For specs of statements against the real, migrated test database: one
@@ -14,7 +14,7 @@ export function useTestDatabase(): { readonly dataSource: DataSource } {
     handle.dataSource = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
   });
   beforeEach(async () => {
-    await handle.dataSource.query('TRUNCATE idempotency_keys, payments, api_clients CASCADE');
+    await truncateAll(handle.dataSource);
   });
   afterAll(async () => {
     await handle.dataSource?.destroy();

@@ -1,4 +1,15 @@
+import { randomUUID } from 'node:crypto';
+import { Queue } from 'bullmq';
+import type { DataSource } from 'typeorm';
+import { ClientsRepository } from '../../src/clients/clients.repository';
+import { ClientsService } from '../../src/clients/clients.service';
 import { type AppConfig, loadConfig } from '../../src/config/app-config';
+import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
+
+/**
+ * What the in-process app and the process stack share: the test database,
+ * its configuration, the queue prefix a file keeps to itself, and API clients.
+ */
 
 /** The e2e database: DATABASE_URL when set, else payments_test on the local server. */
 export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
@@ -21,4 +32,28 @@ export function testConfig(overrides: Record<string, string> = {}): AppConfig {
     DATABASE_URL: TEST_DATABASE_URL,
     ...overrides,
   });
+}
+
+/** A queue prefix of its own per test file, so runs never see each other's jobs. */
+export function uniqueQueuePrefix(): string {
+  return `test-${randomUUID().slice(0, 8)}`;
+}
+
+/** Removes every BullMQ key under the prefix (job schedulers included). */
+export async function dropQueue(config: AppConfig): Promise<void> {
+  const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: config.redisUrl }, prefix: config.queuePrefix });
+  try {
+    await queue.obliterate({ force: true });
+  } finally {
+    await queue.close();
+  }
+}
+
+export async function truncateAll(dataSource: DataSource): Promise<void> {
+  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients CASCADE');
+}
+
+export async function createClient(dataSource: DataSource, name = 'test client'): Promise<{ id: string; apiKey: string }> {
+  const client = await new ClientsService(new ClientsRepository(dataSource)).create(name);
+  return { id: client.id, apiKey: client.api_key };
 }
