@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { QueryFailedError } from 'typeorm';
 import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
+import { strictMock } from '../common/strict-mock.fixture';
 import { loadConfig } from '../config/app-config';
 import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
 import { Ledger } from '../ledger/ledger.service';
@@ -11,21 +12,6 @@ import type { ProviderClient } from '../provider/provider.client';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import { aPayment } from './payment.fixture';
 import type { PaymentsRepository } from './payments.repository';
-
-/**
- * A mock whose every method must be stubbed before use: a call the test did not
- * expect fails loudly instead of returning undefined, so "the provider was not
- * called" is proven by the absence of a stub.
- */
-function strictMock<T extends object>(name: string): jest.Mocked<T> {
-  return new Proxy({} as jest.Mocked<T>, {
-    get(stubs, property) {
-      if (property in stubs) return stubs[property as keyof T];
-      if (property === 'then' || typeof property === 'symbol') return undefined;
-      throw new Error(`${name}.${String(property)}() was called but not stubbed`);
-    },
-  });
-}
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
 

@@ -1,0 +1,419 @@
+import { Logger } from '@nestjs/common';
+import type { Queue } from 'bullmq';
+import type { DataSource, EntityManager } from 'typeorm';
+import { CrashPoint } from '../common/crash-point';
+import { strictMock } from '../common/strict-mock.fixture';
+import { loadConfig } from '../config/app-config';
+import type { IdempotencyRepository, Lease } from '../idempotency/idempotency.repository';
+import { Ledger } from '../ledger/ledger.service';
+import { chargeInputFor } from '../payments/payment';
+import { aPayment } from '../payments/payment.fixture';
+import type { PaymentsRepository } from '../payments/payments.repository';
+import type { Payment } from '../payments/payments.table';
+import type { ProviderCharge, ProviderClient } from '../provider/provider.client';
+import { JobName } from './reconciliation.constants';
+import { ReconciliationService } from './reconciliation.service';
+
+const charge: ProviderCharge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
+const pendingCharge: ProviderCharge = { ...charge, status: 'pending' };
+const noAnswer = { kind: 'unknown', gaveUp: 'deadline', reason: 'no answer within 2000 ms', attempts: 1 } as const;
+
+function setup(env: Record<string, string> = {}) {
+  const db = {} as EntityManager;
+  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
+  const keys = strictMock<IdempotencyRepository>('keys');
+  const payments = strictMock<PaymentsRepository>('payments');
+  const provider = strictMock<ProviderClient>('provider');
+  const queue = strictMock<Queue>('queue');
+  const config = loadConfig(env);
+  // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
+  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments);
+  const sut = new ReconciliationService(
+    dataSource as unknown as DataSource,
+    keys,
+    payments,
+    ledger,
+    provider,
+    queue,
+    config,
+    new CrashPoint(config),
+  );
+
+  /** The worker takes the payment's lease; the lease it got is what every fenced write must present. */
+  const takesLease = () => {
+    keys.takeOverLeaseForPayment = jest.fn(async (_db, _paymentId, token, _leaseMs) => ({
+      clientId: 'client_1',
+      key: 'key-1',
+      token,
+    }));
+    return (): Lease => ({ clientId: 'client_1', key: 'key-1', token: keys.takeOverLeaseForPayment.mock.calls[0][2] });
+  };
+  const finds = (payment: Payment | undefined) => {
+    payments.findById = jest.fn().mockResolvedValue(payment);
+  };
+  const recordsOutcome = () => {
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.transitionFromPending = jest.fn(async (_db, id, outcome) =>
+      aPayment({
+        id,
+        status: outcome.status,
+        providerChargeId: 'providerChargeId' in outcome ? outcome.providerChargeId : null,
+        failureCode: outcome.status === 'succeeded' ? null : outcome.failureCode,
+        failureMessage: outcome.status === 'succeeded' ? null : outcome.failureMessage,
+      }),
+    );
+    keys.complete = jest.fn().mockResolvedValue(undefined);
+  };
+  const postpones = () => {
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
+    keys.release = jest.fn().mockResolvedValue(undefined);
+  };
+  return { sut, db, dataSource, keys, payments, provider, queue, config, takesLease, finds, recordsOutcome, postpones };
+}
+
+describe('ReconciliationService', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  afterEach(() => {
+    jest.useRealTimers();
+    jest.restoreAllMocks();
+  });
+
+  describe('sweep', () => {
+    it('enqueues one job per due payment, keyed by it so overlapping sweeps cannot queue it twice', async () => {
+      const { sut, db, payments, queue, config } = setup();
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      queue.addBulk = jest.fn().mockResolvedValue([]);
+
+      expect(await sut.sweep()).toBe(2);
+
+      expect(payments.findDueForReconciliation).toHaveBeenCalledWith(
+        db,
+        config.reconcile.staleAfterMs,
+        config.reconcile.batchSize,
+      );
+      const opts = { removeOnComplete: true, removeOnFail: true };
+      expect(queue.addBulk.mock.calls).toEqual([
+        [
+          [
+            { name: JobName.Reconcile, data: { paymentId: 'pay_a' }, opts: { jobId: 'reconcile-pay_a', ...opts } },
+            { name: JobName.Reconcile, data: { paymentId: 'pay_b' }, opts: { jobId: 'reconcile-pay_b', ...opts } },
+          ],
+        ],
+      ]);
+    });
+
+    it('touches no queue when nothing is due', async () => {
+      const { sut, payments } = setup();
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue([]);
+
+      expect(await sut.sweep()).toBe(0);
+      // queue.addBulk is not stubbed: an empty bulk would have thrown.
+    });
+  });
+
+  describe('reconcile', () => {
+    it('skips a payment whose lease it cannot take, reading and writing nothing', async () => {
+      const { sut, db, keys, dataSource, config } = setup();
+      keys.takeOverLeaseForPayment = jest.fn().mockResolvedValue(undefined);
+
+      expect(await sut.reconcile('pay_1')).toBe('skipped');
+
+      expect(keys.takeOverLeaseForPayment).toHaveBeenCalledWith(
+        db,
+        'pay_1',
+        expect.any(String),
+        config.idempotency.leaseMs,
+      );
+      // payments.findById and the provider are not stubbed: the job stopped at the lease.
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+
+    it.each([
+      ['a succeeded charge', charge, { status: 'succeeded', providerChargeId: 'ch_1' }, 201],
+      [
+        'a declined charge',
+        { ...charge, status: 'failed' as const, failure_code: 'card_declined' },
+        { status: 'failed', providerChargeId: 'ch_1', failureCode: 'card_declined' },
+        402,
+      ],
+    ])('records %s found by the lookup under its lease, submitting nothing', async (_name, found, outcome, status) => {
+      const { sut, db, keys, payments, provider, dataSource, config, takesLease, finds, recordsOutcome } = setup();
+      const leaseTaken = takesLease();
+      const payment = aPayment();
+      finds(payment);
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
+      recordsOutcome();
+
+      expect(await sut.reconcile('pay_1')).toBe('settled');
+
+      // One call, no in-call retries: the reconciliation ladder is this hop's only retry layer.
+      expect(provider.getCharge).toHaveBeenCalledWith('pk_pay_1', {
+        maxAttempts: 1,
+        deadlineMs: config.provider.deadlineMs,
+      });
+      expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
+      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining(outcome));
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }));
+      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      // provider.createCharge is not stubbed: a found charge is never submitted again.
+    });
+
+    it('submits a charge the provider never received under the same key, within the deadline left', async () => {
+      jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
+      const { sut, db, keys, payments, provider, config, takesLease, finds, recordsOutcome } = setup();
+      const leaseTaken = takesLease();
+      const payment = aPayment();
+      finds(payment);
+      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
+        // The lookup spends part of the one deadline both calls share.
+        jest.advanceTimersByTime(3_000);
+        return { kind: 'not_found' as const };
+      });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      recordsOutcome();
+
+      expect(await sut.reconcile('pay_1')).toBe('settled');
+
+      expect(provider.createCharge).toHaveBeenCalledTimes(1);
+      const [input, options] = provider.createCharge.mock.calls[0];
+      expect(input).toEqual(chargeInputFor(payment));
+      expect(input.providerKey).toBe('pk_pay_1');
+      expect(options).toEqual({ maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
+      expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
+      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', {
+        status: 'succeeded',
+        providerChargeId: 'ch_1',
+      });
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 201 }));
+    });
+
+    it('does not submit once the lookup has used up the deadline: it postpones and counts the attempt', async () => {
+      jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
+      const { sut, payments, provider, config, takesLease, finds, postpones } = setup();
+      takesLease();
+      finds(aPayment());
+      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
+        jest.advanceTimersByTime(config.provider.deadlineMs);
+        return { kind: 'not_found' as const };
+      });
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      // provider.createCharge is not stubbed: a call with no time left would have thrown.
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(
+        expect.anything(),
+        'pay_1',
+        expect.objectContaining({ countAttempt: true }),
+      );
+    });
+
+    it.each([
+      ['the provider holds the charge as pending', { kind: 'found', charge: pendingCharge }, undefined],
+      ['the lookup got no answer in time', noAnswer, undefined],
+      ['the submitted charge is pending', { kind: 'not_found' }, { kind: 'answered', charge: pendingCharge }],
+      ['the submission got no answer in time', { kind: 'not_found' }, noAnswer],
+    ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, lookup, submitted) => {
+      const { sut, db, keys, payments, provider, takesLease, finds, postpones } = setup();
+      const leaseTaken = takesLease();
+      finds(aPayment({ reconcileAttempts: 2 }));
+      provider.getCharge = jest.fn().mockResolvedValue(lookup);
+      if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+        delayMs: expect.any(Number),
+        countAttempt: true,
+      });
+      expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
+      // payments.transitionFromPending and keys.complete are not stubbed: nothing was decided.
+    });
+
+    it.each([
+      [0, 0],
+      [0, 0.9999],
+      [3, 0],
+      [3, 0.9999],
+      // One rung before the last: still a delay, not a review.
+      [6, 0.9999],
+    ])('waits within the equal-jitter rung after %i attempts (random %d)', async (attempts, random) => {
+      const { sut, payments, provider, config, takesLease, finds, postpones } = setup();
+      jest.spyOn(Math, 'random').mockReturnValue(random);
+      takesLease();
+      finds(aPayment({ reconcileAttempts: attempts }));
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      const { backoffBaseMs, backoffCapMs } = config.reconcile;
+      const e = Math.min(backoffCapMs, backoffBaseMs * 2 ** attempts);
+      const { delayMs } = payments.scheduleReconciliation.mock.calls[0][2];
+      expect(Number.isInteger(delayMs)).toBe(true);
+      expect(delayMs).toBeGreaterThanOrEqual(e / 2);
+      expect(delayMs).toBeLessThanOrEqual(e);
+    });
+
+    it('never waits longer than the cap, however many attempts were made', async () => {
+      const { sut, payments, provider, config, takesLease, finds, postpones } = setup({
+        RECONCILE_MAX_ATTEMPTS: '40',
+      });
+      jest.spyOn(Math, 'random').mockReturnValue(0.9999);
+      takesLease();
+      finds(aPayment({ reconcileAttempts: 30 }));
+      provider.getCharge = jest.fn().mockResolvedValue(noAnswer);
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      const { delayMs } = payments.scheduleReconciliation.mock.calls[0][2];
+      expect(delayMs).toBeGreaterThanOrEqual(config.reconcile.backoffCapMs / 2);
+      expect(delayMs).toBeLessThanOrEqual(config.reconcile.backoffCapMs);
+    });
+
+    it.each([
+      ['the lookup', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }, undefined],
+      [
+        'the submission',
+        { kind: 'not_found' },
+        { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 },
+      ],
+    ])(
+      'defers without counting an attempt, even on the last rung, when the breaker refused %s',
+      async (_name, lookup, submitted) => {
+        const { sut, db, keys, payments, provider, config, takesLease, finds, postpones } = setup();
+        const leaseTaken = takesLease();
+        // On the last rung a counted attempt would send the payment to review.
+        finds(aPayment({ reconcileAttempts: config.reconcile.maxAttempts - 1 }));
+        provider.getCharge = jest.fn().mockResolvedValue(lookup);
+        if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+        provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+        postpones();
+
+        expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+        expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+          delayMs: 4_200,
+          countAttempt: false,
+        });
+        expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
+        // payments.transitionFromPending is not stubbed: no review was recorded.
+      },
+    );
+
+    it('hands the payment to review once the last rung gives no final answer', async () => {
+      const { sut, db, keys, payments, provider, config, takesLease, finds, recordsOutcome } = setup();
+      const leaseTaken = takesLease();
+      const { maxAttempts } = config.reconcile;
+      finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      recordsOutcome();
+
+      expect(await sut.reconcile('pay_1')).toBe('requires_review');
+
+      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', {
+        status: 'requires_review',
+        failureCode: 'reconciliation_exhausted',
+        failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
+      });
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 202 }));
+      // payments.scheduleReconciliation is not stubbed: there is no further rung.
+    });
+
+    it.each(['succeeded', 'failed', 'pending'] as const)(
+      'sends a %s charge for another amount to review',
+      async (status) => {
+        const { sut, db, keys, payments, provider, takesLease, finds, recordsOutcome } = setup();
+        takesLease();
+        finds(aPayment({ amount: 500 }));
+        provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
+        recordsOutcome();
+
+        // 'settled': the job recorded a final outcome; the payment's status says which.
+        expect(await sut.reconcile('pay_1')).toBe('settled');
+
+        expect(payments.transitionFromPending).toHaveBeenCalledWith(
+          db,
+          'pay_1',
+          expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
+        );
+        expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: 202 }));
+      },
+    );
+
+    it.each([
+      ['recording an outcome', { kind: 'found', charge }, false],
+      ['postponing', { kind: 'found', charge: pendingCharge }, false],
+      ['handing the payment to review', { kind: 'found', charge: pendingCharge }, true],
+      ['deferring while the breaker is open', { ...noAnswer, gaveUp: 'breaker_open' }, false],
+    ])('writes nothing when its lease was taken over before %s', async (_name, lookup, lastRung) => {
+      const { sut, db, keys, provider, dataSource, config, takesLease, finds } = setup();
+      const leaseTaken = takesLease();
+      finds(aPayment({ reconcileAttempts: lastRung ? config.reconcile.maxAttempts - 1 : 0 }));
+      provider.getCharge = jest.fn().mockResolvedValue(lookup);
+      provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
+      keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
+
+      expect(await sut.reconcile('pay_1')).toBe('skipped');
+
+      expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
+      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      // No write is stubbed (transitionFromPending, complete, scheduleReconciliation,
+      // release): any would have thrown.
+    });
+
+    it.each([
+      ['a final payment', aPayment({ status: 'succeeded', providerChargeId: 'ch_1' })],
+      ['a missing payment', undefined],
+    ])('throws on %s under an unfinished key, asking the provider nothing', async (_name, payment) => {
+      const { sut, dataSource, takesLease, finds } = setup();
+      takesLease();
+      finds(payment);
+
+      await expect(sut.reconcile('pay_1')).rejects.toThrow('has an unfinished key but is not pending');
+
+      // The provider is not stubbed: the job stopped before any call.
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+  });
+
+  describe('pruneExpiredKeys', () => {
+    const BATCH = 10;
+
+    it('deletes batch after batch while they come back full, and stops at the first short one', async () => {
+      const { sut, db, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      keys.pruneExpired = jest
+        .fn()
+        .mockResolvedValueOnce(BATCH)
+        .mockResolvedValueOnce(BATCH)
+        .mockResolvedValueOnce(3);
+
+      expect(await sut.pruneExpiredKeys()).toBe(2 * BATCH + 3);
+
+      expect(keys.pruneExpired.mock.calls).toEqual([
+        [db, BATCH],
+        [db, BATCH],
+        [db, BATCH],
+      ]);
+    });
+
+    it('asks once when nothing has expired', async () => {
+      const { sut, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      keys.pruneExpired = jest.fn().mockResolvedValue(0);
+
+      expect(await sut.pruneExpiredKeys()).toBe(0);
+      expect(keys.pruneExpired).toHaveBeenCalledTimes(1);
+    });
+
+    it('stops after 100 full batches, leaving the rest to the next run', async () => {
+      const { sut, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      keys.pruneExpired = jest.fn().mockResolvedValue(BATCH);
+
+      expect(await sut.pruneExpiredKeys()).toBe(100 * BATCH);
+      expect(keys.pruneExpired).toHaveBeenCalledTimes(100);
+    });
+  });
+});
