@@ -332,8 +332,7 @@ describe('ReconciliationService', () => {
         provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
         recordsOutcome();
 
-        // 'settled': the job recorded a final outcome; the payment's status says which.
-        expect(await sut.reconcile('pay_1')).toBe('settled');
+        expect(await sut.reconcile('pay_1')).toBe('requires_review');
 
         expect(payments.transitionFromPending).toHaveBeenCalledWith(
           db,

@@ -95,9 +95,11 @@ export class ReconciliationService {
       case 'not_final':
         return this.postpone(lease, payment);
       case 'final': {
+        const { status } = answer.outcome;
         const recorded = await this.ledger.recordOutcome(lease, paymentId, answer.outcome);
-        if (recorded) this.logger.log({ msg: 'payment reconciled', paymentId, status: answer.outcome.status });
-        return recorded ? 'settled' : 'skipped';
+        if (!recorded) return 'skipped';
+        this.logger.log({ msg: 'payment reconciled', paymentId, status });
+        return status === 'requires_review' ? 'requires_review' : 'settled';
       }
     }
   }
