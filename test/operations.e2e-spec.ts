@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import type { App } from 'supertest/types';
+import { eventually } from './support/eventually';
 import { startApi } from './support/in-process-app';
 import { createClient, testConfig, truncateAll } from './support/test-env';
 
@@ -20,8 +21,15 @@ describe('operations endpoints', () => {
 
   it('answers liveness and readiness with Postgres and Redis up', async () => {
     expect((await request(http).get('/health/live')).status).toBe(200);
-    const ready = await request(http).get('/health/ready');
-    expect(ready.status).toBe(200);
+    // A process just started may still be opening its connections (each check
+    // gives up after a second): ready is what it answers once they are open.
+    const ready = await eventually(
+      async () => {
+        const res = await request(http).get('/health/ready');
+        return res.status === 200 ? res : undefined;
+      },
+      { what: 'readiness' },
+    );
     expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'up' });
   });
 
