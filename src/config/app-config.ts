@@ -29,6 +29,16 @@ class Reader {
     return n;
   }
 
+  /** A positive decimal number, such as 24 or 0.001. */
+  positive(name: string, fallback: number, max: number): number {
+    const value = this.raw(name, String(fallback));
+    const n = Number(value);
+    if (!/^\d*\.?\d+$/.test(value) || !(n > 0) || n > max) {
+      throw new ConfigError(name, `must be a number above 0 and at most ${max}`, value);
+    }
+    return n;
+  }
+
   ratio(name: string, fallback: number): number {
     const value = this.raw(name, String(fallback));
     const n = Number(value);
@@ -114,7 +124,8 @@ export function loadConfig(env: Env = process.env) {
       windowMs: r.int('RATE_LIMIT_WINDOW_MS', 60_000, 1_000),
     },
     idempotency: {
-      keyTtlHours: r.int('IDEMPOTENCY_KEY_TTL_HOURS', 24, 1),
+      /** Counted from the stored answer; a key without one (its payment not final) never expires. */
+      keyTtlHours: r.positive('IDEMPOTENCY_KEY_TTL_HOURS', 24, 24 * 366),
       leaseMs: r.int('IDEMPOTENCY_LEASE_MS', 30_000, 100),
     },
     provider: {
@@ -144,9 +155,14 @@ export function loadConfig(env: Env = process.env) {
       batchSize: r.int('RECONCILE_BATCH_SIZE', 500, 1, 10_000),
       concurrency: r.int('RECONCILE_CONCURRENCY', 4, 1, 100),
     },
+    /**
+     * A prune run deletes batch after batch while they come back full, for at
+     * most runBudgetMs; the next run, one interval later, goes on from there.
+     */
     keyPrune: {
-      intervalMs: r.int('KEY_PRUNE_INTERVAL_MS', 3_600_000, 50),
+      intervalMs: r.int('KEY_PRUNE_INTERVAL_MS', 60_000, 50),
       batchSize: r.int('KEY_PRUNE_BATCH_SIZE', 1_000, 1, 100_000),
+      runBudgetMs: r.int('KEY_PRUNE_RUN_BUDGET_MS', 30_000, 1),
     },
     mockProvider: {
       port: r.int('PROVIDER_PORT', 4010, 0, 65535),

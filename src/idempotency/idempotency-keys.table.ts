@@ -11,7 +11,7 @@ export const idempotencyKeysTable = defineTable('idempotency_keys', {
   responseBody: col.text('response_body').orNull(),
   createdAt: col.timestamptz('created_at'),
   completedAt: col.timestamptz('completed_at').orNull(),
-  expiresAt: col.timestamptz('expires_at'),
+  expiresAt: col.timestamptz('expires_at').orNull(),
 });
 
 /** A row of the idempotency_keys table. */

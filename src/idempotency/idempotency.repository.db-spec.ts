@@ -25,7 +25,6 @@ describe('IdempotencyRepository on Postgres', () => {
         fingerprint: 'e'.repeat(64),
         paymentId,
         leaseMs: LEASE_MS,
-        ttlHours: TTL_HOURS,
       });
       // The key's payment_id is checked at commit: give the takeover its payment.
       if (claimed) await tx.query(`INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key)
@@ -49,17 +48,31 @@ describe('IdempotencyRepository on Postgres', () => {
       });
     });
 
-    it('refuses a key that is held, finished but not expired, or expired with its payment unfinished', async () => {
+    it('refuses a key that is held, finished but not expired, or unfinished however old', async () => {
       const held = await given.claimed(clientId);
       const finished = await given.succeeded(clientId);
       const abandoned = await given.claimed(clientId);
       await given.expireLease(abandoned.lease);
-      await given.expireRetention(abandoned.lease);
+      await given.ageClaim(abandoned.lease);
 
       expect(await claimAgain(held.lease)).toBe(false);
       expect(await claimAgain(finished.lease)).toBe(false);
       expect(await claimAgain(abandoned.lease)).toBe(false);
       expect((await keys().find(manager(), clientId, abandoned.lease.key))?.paymentId).toBe(abandoned.payment.id);
+    });
+
+    it('counts the retention from the stored answer, not from the claim', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.ageClaim(lease);
+      await keys().complete(manager(), lease, { status: 201, body: '{}' }, 0.5);
+
+      const [row]: { retention_s: number }[] = await db.dataSource.query(
+        `SELECT extract(epoch FROM expires_at - completed_at) AS retention_s FROM idempotency_keys WHERE key = $1`,
+        [lease.key],
+      );
+      expect(Number(row.retention_s)).toBe(1_800);
+      expect((await keys().find(manager(), clientId, lease.key))?.expired).toBe(false);
+      expect(await claimAgain(lease)).toBe(false);
     });
 
     it('takes over an expired key whose payment is final, as a new request: new payment, no stored response', async () => {
@@ -121,14 +134,14 @@ describe('IdempotencyRepository on Postgres', () => {
       const { lease } = await given.claimed(clientId);
       const stranger = otherLease(lease);
 
-      await keys().complete(manager(), stranger, { status: 201, body: '{"forged":true}' });
+      await keys().complete(manager(), stranger, { status: 201, body: '{"forged":true}' }, TTL_HOURS);
       await keys().release(manager(), stranger);
       expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
         response: undefined,
         leaseRemainingSeconds: LEASE_MS / 1000,
       });
 
-      await keys().complete(manager(), lease, { status: 201, body: '{"id":"pay"}' });
+      await keys().complete(manager(), lease, { status: 201, body: '{"id":"pay"}' }, TTL_HOURS);
       expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
         response: { status: 201, body: '{"id":"pay"}' },
         leaseRemainingSeconds: 0,
@@ -137,12 +150,14 @@ describe('IdempotencyRepository on Postgres', () => {
   });
 
   describe('pruneExpired', () => {
-    it('deletes expired keys of final payments only, one batch at a time', async () => {
+    it('deletes expired keys only, never an unfinished one however old, one batch at a time', async () => {
       const expiredFinal = await Promise.all([1, 2, 3].map(() => given.succeeded(clientId)));
       for (const { lease } of expiredFinal) await given.expireRetention(lease);
       const fresh = await given.succeeded(clientId);
       const unfinished = await given.claimed(clientId);
-      await given.expireRetention(unfinished.lease);
+      await given.ageClaim(unfinished.lease);
+      expect(await keys().countExpired(manager(), 10)).toBe(3);
+      expect(await keys().countExpired(manager(), 2)).toBe(2);
 
       expect(await keys().pruneExpired(manager(), 2)).toBe(2);
       expect(await keys().pruneExpired(manager(), 2)).toBe(1);

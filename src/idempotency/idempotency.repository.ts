@@ -20,7 +20,7 @@ export interface KeyState {
   response?: StoredResponse;
   /** Seconds until the current lease expires; 0 when no live lease is held. */
   leaseRemainingSeconds: number;
-  /** Past its retention: reusing it is a new request (once its payment is final). */
+  /** Past its retention, which only a key holding its final answer has: reusing it is a new request. */
   expired: boolean;
 }
 
@@ -30,26 +30,32 @@ type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'response
 };
 
 /**
- * The idempotency_keys table. Every method is one statement; the payments
- * service composes them into its transactions. Times come from Postgres
+ * The idempotency_keys table. Every method is one statement; the create flow
+ * and the ledger compose them into transactions. Times come from Postgres
  * (now()), so several API and worker processes agree on when a lease expires.
+ *
+ * "Expired" has one definition, `expires_at <= now()`, shared by the read, the
+ * claim's takeover and the prune. Only complete() sets expires_at (NULL until
+ * then, and the schema ties it to completed_at), so a key whose payment is not
+ * final never expires.
  */
 @Injectable()
 export class IdempotencyRepository {
   /**
    * Claims the key for a new payment. A conflict means someone holds the key,
-   * unless it has expired with its final response stored: then it is a new
-   * request and the old row is taken over in the same statement.
+   * unless it has expired (with its final response stored: nothing else
+   * expires): then it is a new request and the old row is taken over in the
+   * same statement.
    */
   async claim(
     db: EntityManager,
-    claim: { lease: Lease; fingerprint: string; paymentId: string; leaseMs: number; ttlHours: number },
+    claim: { lease: Lease; fingerprint: string; paymentId: string; leaseMs: number },
   ): Promise<boolean> {
     const rows = await queryRows(
       db,
       `INSERT INTO idempotency_keys
-         (client_id, key, fingerprint, payment_id, lease_token, leased_until, expires_at)
-       VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now() + $7 * interval '1 hour')
+         (client_id, key, fingerprint, payment_id, lease_token, leased_until)
+       VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
        ON CONFLICT (client_id, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint,
          payment_id = EXCLUDED.payment_id,
@@ -59,18 +65,10 @@ export class IdempotencyRepository {
          response_body = NULL,
          completed_at = NULL,
          created_at = now(),
-         expires_at = EXCLUDED.expires_at
-       WHERE idempotency_keys.expires_at <= now() AND idempotency_keys.completed_at IS NOT NULL
+         expires_at = NULL
+       WHERE idempotency_keys.expires_at <= now()
        RETURNING 1`,
-      [
-        claim.lease.clientId,
-        claim.lease.key,
-        claim.fingerprint,
-        claim.paymentId,
-        claim.lease.token,
-        claim.leaseMs,
-        claim.ttlHours,
-      ],
+      [claim.lease.clientId, claim.lease.key, claim.fingerprint, claim.paymentId, claim.lease.token, claim.leaseMs],
     );
     return rows.length === 1;
   }
@@ -81,7 +79,7 @@ export class IdempotencyRepository {
       `SELECT fingerprint, payment_id AS "paymentId",
               response_status AS "responseStatus", response_body AS "responseBody",
               GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS "leaseRemainingSeconds",
-              expires_at <= now() AS expired
+              COALESCE(expires_at <= now(), false) AS expired
          FROM idempotency_keys
         WHERE client_id = $1 AND key = $2`,
       [clientId, key],
@@ -144,13 +142,15 @@ export class IdempotencyRepository {
     return rows.length === 1;
   }
 
-  async complete(db: EntityManager, lease: Lease, response: StoredResponse): Promise<void> {
+  /** Stores the final response; the key's retention starts now. */
+  async complete(db: EntityManager, lease: Lease, response: StoredResponse, ttlHours: number): Promise<void> {
     await db.query(
       `UPDATE idempotency_keys
           SET response_status = $4, response_body = $5, completed_at = now(),
+              expires_at = now() + $6 * interval '1 hour',
               lease_token = NULL, leased_until = NULL
         WHERE client_id = $1 AND key = $2 AND lease_token = $3`,
-      [lease.clientId, lease.key, lease.token, response.status, response.body],
+      [lease.clientId, lease.key, lease.token, response.status, response.body, ttlHours],
     );
   }
 
@@ -164,21 +164,31 @@ export class IdempotencyRepository {
   }
 
   /**
-   * Deletes one batch of expired keys whose payment is final. A key whose
-   * payment is still pending stays until reconciliation finishes it, so a
-   * late retry can never start a second payment for the same operation.
+   * Deletes one batch of expired keys. Only a key holding its final answer
+   * expires, so a late retry of an unfinished payment always finds its key.
+   * Keys another transaction has locked (a claim taking one over) are skipped.
    */
   async pruneExpired(db: EntityManager, batchSize: number): Promise<number> {
     const rows = await queryRows(
       db,
       `DELETE FROM idempotency_keys
         WHERE ctid IN (SELECT ctid FROM idempotency_keys
-                        WHERE completed_at IS NOT NULL AND expires_at <= now()
+                        WHERE expires_at <= now()
                         LIMIT $1
                           FOR UPDATE SKIP LOCKED)
         RETURNING 1`,
       [batchSize],
     );
     return rows.length;
+  }
+
+  /** How many expired keys wait to be pruned, counted up to `cap` so that a huge backlog costs no more. */
+  async countExpired(db: EntityManager, cap: number): Promise<number> {
+    const row = await queryRow<{ count: number }>(
+      db,
+      `SELECT count(*)::int AS count FROM (SELECT 1 FROM idempotency_keys WHERE expires_at <= now() LIMIT $1) expired`,
+      [cap],
+    );
+    return row?.count ?? 0;
   }
 }

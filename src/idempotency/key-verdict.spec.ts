@@ -14,13 +14,9 @@ describe('keyVerdict', () => {
     expect(keyVerdict(undefined, FINGERPRINT)).toEqual({ kind: 'new' });
   });
 
-  it('is new when the key expired with its final response stored, whatever request it held', () => {
+  it('is new when the key expired (only a key holding its final response does), whatever request it held', () => {
     expect(keyVerdict(key({ expired: true, response: STORED }), OTHER)).toEqual({ kind: 'new' });
-  });
-
-  it('never treats an expired key of an unfinished payment as new', () => {
-    expect(keyVerdict(key({ expired: true }), FINGERPRINT)).toEqual({ kind: 'resumable', paymentId: 'pay_1' });
-    expect(keyVerdict(key({ expired: true, leaseRemainingSeconds: 5 }), FINGERPRINT)).toEqual({ kind: 'in_progress' });
+    expect(keyVerdict(key({ expired: true, response: STORED }), FINGERPRINT)).toEqual({ kind: 'new' });
   });
 
   it('refuses another request before anything else: stored response or live lease', () => {

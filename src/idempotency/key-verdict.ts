@@ -3,8 +3,8 @@ import type { KeyState, StoredResponse } from './idempotency.repository';
 /**
  * What an idempotency key says about a request, decided from one read of it.
  *
- * - `new`: no key, or one past its retention whose payment is final: the
- *   request claims it as a new one;
+ * - `new`: no key, or one past its retention (which only a key holding its
+ *   final answer has): the request claims it as a new one;
  * - `reused`: another request under the key, refused before anything else
  *   (422 even while the original still runs);
  * - `replay`: the key holds a final response: send it again;
@@ -20,7 +20,7 @@ export type KeyVerdict =
   | { kind: 'resumable'; paymentId: string };
 
 export function keyVerdict(state: KeyState | undefined, fingerprint: string): KeyVerdict {
-  if (!state || (state.expired && state.response)) return { kind: 'new' };
+  if (!state || state.expired) return { kind: 'new' };
   if (state.fingerprint !== fingerprint) return { kind: 'reused' };
   if (state.response) return { kind: 'replay', response: state.response };
   if (state.leaseRemainingSeconds > 0) return { kind: 'in_progress' };

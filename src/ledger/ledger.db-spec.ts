@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import type { Lease } from '../idempotency/idempotency.repository';
+import { loadConfig } from '../config/app-config';
 import { Ledger } from './ledger.service';
 
 describe('Ledger on Postgres', () => {
@@ -11,7 +12,7 @@ describe('Ledger on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments);
+    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
   });
 
   const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);

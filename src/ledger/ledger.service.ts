@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
 import type { Payment } from '../payments/payments.table';
 import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome';
@@ -20,6 +22,7 @@ export class Ledger {
     private readonly dataSource: DataSource,
     private readonly keys: IdempotencyRepository,
     private readonly payments: PaymentsRepository,
+    @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   /**
@@ -49,7 +52,7 @@ export class Ledger {
       // schema's invariants were bypassed.
       if (!payment) throw notPendingUnderLease(paymentId);
       const response = finalResponseFor(payment);
-      await this.keys.complete(db, lease, response);
+      await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
       return response;
     });
   }

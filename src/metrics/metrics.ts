@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * The process's Prometheus registry, one per process (not prom-client's global
@@ -56,6 +56,18 @@ export class Metrics {
     name: 'provider_give_ups_total',
     help: 'Provider calls that ended without an answer (outcome unknown), by reason.',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly prunedKeys = new Counter({
+    name: 'idempotency_keys_pruned_total',
+    help: 'Expired idempotency keys deleted by the worker.',
+    registers: [this.registry],
+  });
+
+  readonly expiredKeysBacklog = new Gauge({
+    name: 'idempotency_keys_expired_backlog',
+    help: 'Expired keys left after the last prune run (0 when it emptied the backlog; counted up to 1,000,000).',
     registers: [this.registry],
   });
 

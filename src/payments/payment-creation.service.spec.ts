@@ -24,7 +24,7 @@ function setup() {
   provider.unavailableForMs = jest.fn().mockReturnValue(0);
   const config = loadConfig({});
   // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
-  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments);
+  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
   const sut = new PaymentCreationService(
     dataSource as unknown as DataSource,
     keys,
@@ -87,6 +87,7 @@ describe('PaymentCreationService.create', () => {
       expect.anything(),
       expect.objectContaining({ key: 'key-1' }),
       { status: 201, body: reply.body },
+      24,
     );
     expect(dataSource.transaction).toHaveBeenCalledTimes(2);
   });

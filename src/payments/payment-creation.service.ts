@@ -138,7 +138,6 @@ export class PaymentCreationService {
           fingerprint: command.fingerprint,
           paymentId,
           leaseMs: this.config.idempotency.leaseMs,
-          ttlHours: this.config.idempotency.keyTtlHours,
         });
         if (!claimed) return undefined;
         return this.payments.insertPending(db, {

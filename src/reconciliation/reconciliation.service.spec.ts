@@ -6,6 +6,7 @@ import { strictMock } from '../common/strict-mock.fixture';
 import { loadConfig } from '../config/app-config';
 import type { IdempotencyRepository, Lease } from '../idempotency/idempotency.repository';
 import { Ledger } from '../ledger/ledger.service';
+import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { aPayment } from '../payments/payment.fixture';
 import type { PaymentsRepository } from '../payments/payments.repository';
@@ -27,7 +28,8 @@ function setup(env: Record<string, string> = {}) {
   const queue = strictMock<Queue>('queue');
   const config = loadConfig(env);
   // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
-  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments);
+  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
+  const metrics = new Metrics();
   const sut = new ReconciliationService(
     dataSource as unknown as DataSource,
     keys,
@@ -37,6 +39,7 @@ function setup(env: Record<string, string> = {}) {
     queue,
     config,
     new CrashPoint(config),
+    metrics,
   );
 
   /** The worker takes the payment's lease; the lease it got is what every fenced write must present. */
@@ -69,7 +72,7 @@ function setup(env: Record<string, string> = {}) {
     payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
     keys.release = jest.fn().mockResolvedValue(undefined);
   };
-  return { sut, db, dataSource, keys, payments, provider, queue, config, takesLease, finds, recordsOutcome, postpones };
+  return { sut, db, dataSource, keys, payments, provider, queue, config, metrics, takesLease, finds, recordsOutcome, postpones };
 }
 
 describe('ReconciliationService', () => {
@@ -154,7 +157,7 @@ describe('ReconciliationService', () => {
       });
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
       expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining(outcome));
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }));
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
       // provider.createCharge is not stubbed: a found charge is never submitted again.
     });
@@ -185,7 +188,7 @@ describe('ReconciliationService', () => {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 201 }));
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 201 }), expect.any(Number));
     });
 
     it('does not submit once the lookup has used up the deadline: it postpones and counts the attempt', async () => {
@@ -319,7 +322,7 @@ describe('ReconciliationService', () => {
         failureCode: 'reconciliation_exhausted',
         failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
       });
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 202 }));
+      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 202 }), expect.any(Number));
       // payments.scheduleReconciliation is not stubbed: there is no further rung.
     });
 
@@ -339,7 +342,7 @@ describe('ReconciliationService', () => {
           'pay_1',
           expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
         );
-        expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: 202 }));
+        expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: 202 }), expect.any(Number));
       },
     );
 
@@ -381,9 +384,12 @@ describe('ReconciliationService', () => {
 
   describe('pruneExpiredKeys', () => {
     const BATCH = 10;
+    const backlogOf = async (metrics: Metrics) => (await metrics.expiredKeysBacklog.get()).values[0]?.value;
+
+    afterEach(() => jest.restoreAllMocks());
 
     it('deletes batch after batch while they come back full, and stops at the first short one', async () => {
-      const { sut, db, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      const { sut, db, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
       keys.pruneExpired = jest
         .fn()
         .mockResolvedValueOnce(BATCH)
@@ -397,6 +403,8 @@ describe('ReconciliationService', () => {
         [db, BATCH],
         [db, BATCH],
       ]);
+      // keys.countExpired is not stubbed: a drained backlog is 0 without counting.
+      expect(await backlogOf(metrics)).toBe(0);
     });
 
     it('asks once when nothing has expired', async () => {
@@ -407,12 +415,27 @@ describe('ReconciliationService', () => {
       expect(keys.pruneExpired).toHaveBeenCalledTimes(1);
     });
 
-    it('stops after 100 full batches, leaving the rest to the next run', async () => {
+    it('goes on past any fixed number of batches while its time budget lasts', async () => {
       const { sut, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
-      keys.pruneExpired = jest.fn().mockResolvedValue(BATCH);
+      let full = 500;
+      keys.pruneExpired = jest.fn(async (_db: EntityManager, _batchSize: number): Promise<number> => (full-- > 0 ? BATCH : 0));
 
-      expect(await sut.pruneExpiredKeys()).toBe(100 * BATCH);
-      expect(keys.pruneExpired).toHaveBeenCalledTimes(100);
+      expect(await sut.pruneExpiredKeys()).toBe(500 * BATCH);
+      expect(keys.pruneExpired).toHaveBeenCalledTimes(501);
+    });
+
+    it('stops once its time budget is spent, leaving the rest to the next run as a counted backlog', async () => {
+      const { sut, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH), KEY_PRUNE_RUN_BUDGET_MS: '1000' });
+      let now = 0;
+      jest.spyOn(Date, 'now').mockImplementation(() => now);
+      keys.pruneExpired = jest.fn(async (_db: EntityManager, _batchSize: number): Promise<number> => {
+        now += 300;
+        return BATCH;
+      });
+      keys.countExpired = jest.fn().mockResolvedValue(12_345);
+
+      expect(await sut.pruneExpiredKeys()).toBe(4 * BATCH);
+      expect(await backlogOf(metrics)).toBe(12_345);
     });
   });
 });

@@ -8,6 +8,7 @@ import { InjectConfig } from '../config/config.module';
 import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
 import { Ledger } from '../ledger/ledger.service';
+import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
 import { PaymentsRepository } from '../payments/payments.repository';
@@ -32,8 +33,8 @@ function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
   return outcome ? { kind: 'final', outcome } : NOT_FINAL;
 }
 
-/** Keeps one prune run from holding a worker slot for long; the next run goes on. */
-const MAX_PRUNE_BATCHES_PER_RUN = 100;
+/** A backlog is counted up to this many keys: past it, the figure only says "far behind". */
+const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
 
 /**
  * Finishes payments whose request never did: the process crashed, the client
@@ -54,6 +55,7 @@ export class ReconciliationService {
     @InjectQueue(RECONCILIATION_QUEUE) private readonly queue: Queue,
     @InjectConfig() private readonly config: AppConfig,
     private readonly crashPoint: CrashPoint,
+    private readonly metrics: Metrics,
   ) {}
 
   /**
@@ -104,15 +106,28 @@ export class ReconciliationService {
     }
   }
 
-  /** Deletes expired keys of final payments, batch by batch. */
+  /**
+   * Deletes expired keys batch after batch while the batches come back full,
+   * within the run's time budget, so pruning keeps up with any sustained rate
+   * of new payments the database can take. A run that stops on its budget
+   * counts what is left, as the backlog metric; one that emptied the backlog
+   * says 0 without counting.
+   */
   async pruneExpiredKeys(): Promise<number> {
+    const { batchSize, runBudgetMs } = this.config.keyPrune;
+    const db = this.dataSource.manager;
+    const deadline = Date.now() + runBudgetMs;
     let pruned = 0;
-    for (let batch = 0; batch < MAX_PRUNE_BATCHES_PER_RUN; batch++) {
-      const deleted = await this.keys.pruneExpired(this.dataSource.manager, this.config.keyPrune.batchSize);
+    let drained = false;
+    while (!drained && Date.now() < deadline) {
+      const deleted = await this.keys.pruneExpired(db, batchSize);
       pruned += deleted;
-      if (deleted < this.config.keyPrune.batchSize) break;
+      drained = deleted < batchSize;
     }
-    if (pruned > 0) this.logger.log({ msg: 'expired idempotency keys pruned', pruned });
+    const backlog = drained ? 0 : await this.keys.countExpired(db, PRUNE_BACKLOG_COUNT_CAP);
+    this.metrics.expiredKeysBacklog.set(backlog);
+    this.metrics.prunedKeys.inc(pruned);
+    if (pruned > 0 || backlog > 0) this.logger.log({ msg: 'expired idempotency keys pruned', pruned, backlog });
     return pruned;
   }
 

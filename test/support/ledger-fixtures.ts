@@ -35,7 +35,6 @@ export class LedgerFixtures {
         fingerprint: FINGERPRINT,
         paymentId: id,
         leaseMs: LEASE_MS,
-        ttlHours: TTL_HOURS,
       });
       if (!claimed) throw new Error(`key ${key} was not claimable`);
       return this.payments.insertPending(db, {
@@ -58,12 +57,12 @@ export class LedgerFixtures {
     const { lease, payment } = await this.claimed(clientId, key);
     await this.dataSource.transaction(async (db) => {
       await this.payments.transitionFromPending(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
-      await this.keys.complete(db, lease, { status: 201, body: '{}' });
+      await this.keys.complete(db, lease, { status: 201, body: '{}' }, TTL_HOURS);
     });
     return { lease, payment };
   }
 
-  /** Moves the key's lease, or its retention, into the past, as time would. */
+  /** Moves the key's lease into the past, as time would. */
   async expireLease(lease: Lease): Promise<void> {
     await this.dataSource.query(
       `UPDATE idempotency_keys SET leased_until = now() - interval '1 second' WHERE client_id = $1 AND key = $2`,
@@ -71,9 +70,18 @@ export class LedgerFixtures {
     );
   }
 
+  /** Moves a finished key's retention into the past. */
   async expireRetention(lease: Lease): Promise<void> {
     await this.dataSource.query(
       `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE client_id = $1 AND key = $2`,
+      [lease.clientId, lease.key],
+    );
+  }
+
+  /** Makes the key's claim (and its payment) ten years old, far past any retention. */
+  async ageClaim(lease: Lease): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE idempotency_keys SET created_at = now() - interval '10 years' WHERE client_id = $1 AND key = $2`,
       [lease.clientId, lease.key],
     );
   }
