@@ -4,7 +4,9 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
+import type { DataSource } from 'typeorm';
 import { createDataSource } from '../src/database/data-source';
+import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { ensureDatabase } from '../src/database/ensure-database';
 import { migrate } from '../src/database/migrate';
 import { loadConfigOrExit } from '../src/config/app-config';
@@ -17,7 +19,10 @@ import { type ApiProcess, type ProviderProcess, startApiProcess, startProvider }
  *
  * - create: a new Idempotency-Key per request: both transactions and a provider call;
  * - replay: one key over and over: the stored response, one indexed read;
- * - get: GET /v1/payments/:id.
+ * - get: GET /v1/payments/:id;
+ * - prune: --prune-keys expired keys (of final payments) deleted the way the
+ *   worker does it, batch after batch, in keys per second: pruning keeps up
+ *   as long as that stays well above the create rate.
  *
  * Figures are from one run on whatever machine runs it (the load generator
  * shares its cores with the API, Postgres and the provider): compare ratios and
@@ -41,13 +46,18 @@ async function main(): Promise<void> {
     options: {
       seconds: { type: 'string', default: '10' },
       connections: { type: 'string', default: '10' },
+      'prune-keys': { type: 'string', default: '100000' },
       json: { type: 'boolean', default: false },
     },
   });
   const seconds = Number(values.seconds);
   const connections = Number(values.connections);
+  const pruneKeys = Number(values['prune-keys']);
   if (!(seconds > 0 && seconds <= 300) || !(connections >= 1 && connections <= 200)) {
     throw new Error('--seconds must be in (0, 300] and --connections in [1, 200]');
+  }
+  if (!(Number.isInteger(pruneKeys) && pruneKeys >= 1_000 && pruneKeys <= 10_000_000)) {
+    throw new Error('--prune-keys must be an integer in [1000, 10000000]');
   }
 
   const base = loadConfigOrExit();
@@ -90,22 +100,59 @@ async function main(): Promise<void> {
     };
     const [{ n: payments }] = (await dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[];
     const charges = (await provider.charges()).length;
+    const prune = await measurePrune(dataSource, client.id, pruneKeys, base.keyPrune.batchSize);
     const report = {
       seconds,
       connections,
       ...results,
       replay_vs_create_rps: round(results.replay.rps / results.create.rps),
       create_p50_vs_replay_p50: round(results.create.p50_ms / results.replay.p50_ms),
+      prune,
+      prune_vs_create_rate: round(prune.keys_per_s / results.create.rps),
       // Every payment made is charged exactly once, load or not.
       payments,
       charges,
     };
-    process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : table(report, results));
+    process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : table(report, results, prune));
   } finally {
     await api?.stop();
     await provider?.stop();
     await dataSource.destroy();
   }
+}
+
+/**
+ * Seeds `count` expired keys of succeeded payments in one statement each, then
+ * prunes them as the worker does, one batch after another, timing only that.
+ */
+async function measurePrune(
+  dataSource: DataSource,
+  clientId: string,
+  count: number,
+  batchSize: number,
+): Promise<PruneFigures> {
+  await dataSource.query(
+    `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status)
+     SELECT 'pay_prune_' || g, $1, 100, 'USD', 'pm_card_ok', 'pk_pay_prune_' || g, 'succeeded'
+       FROM generate_series(1, $2) g`,
+    [clientId, count],
+  );
+  await dataSource.query(
+    `INSERT INTO idempotency_keys
+       (client_id, key, fingerprint, payment_id, response_status, response_body, completed_at, expires_at)
+     SELECT $1, 'prune-' || g, repeat('0', 64), 'pay_prune_' || g, 201, '{}', now(), now() - interval '1 second'
+       FROM generate_series(1, $2) g`,
+    [clientId, count],
+  );
+  await dataSource.query('ANALYZE idempotency_keys');
+  const keys = new IdempotencyRepository();
+  const started = performance.now();
+  let pruned = 0;
+  for (let deleted = batchSize; deleted === batchSize; pruned += deleted) {
+    deleted = await keys.pruneExpired(dataSource.manager, batchSize);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  return { keys: pruned, seconds: round(seconds), keys_per_s: Math.round(pruned / seconds) };
 }
 
 function withNewKey(request: autocannon.Request): autocannon.Request {
@@ -128,7 +175,13 @@ function round(value: number): number {
   return Math.round(value * 100) / 100;
 }
 
-function table(report: Record<string, unknown>, results: Record<string, Figures>): string {
+interface PruneFigures {
+  keys: number;
+  seconds: number;
+  keys_per_s: number;
+}
+
+function table(report: Record<string, unknown>, results: Record<string, Figures>, prune: PruneFigures): string {
   const header = 'scenario   requests     req/s   p50 ms   p90 ms   p99 ms   errors   non-2xx';
   const rows = Object.entries(results).map(([name, f]) =>
     [
@@ -147,6 +200,7 @@ function table(report: Record<string, unknown>, results: Record<string, Figures>
     header,
     ...rows,
     `replay/create throughput: ${report.replay_vs_create_rps}x; payments ${report.payments}, provider charges ${report.charges}`,
+    `prune: ${prune.keys} expired keys at ${prune.keys_per_s} keys/s, ${report.prune_vs_create_rate}x the create rate`,
     '',
   ].join('\n');
 }
