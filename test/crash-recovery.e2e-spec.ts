@@ -3,8 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { CrashPointName } from '../src/config/app-config';
 import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
+import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
+import { Ledger } from '../src/ledger/ledger.service';
+import { PaymentsRepository } from '../src/payments/payments.repository';
 import { eventually } from './support/eventually';
 import { type Reply, crashPointReached, logged, useProcessStack } from './support/process-stack';
+import { testConfig } from './support/test-env';
 
 /**
  * A payment survives its API process or its worker dying at every phase
@@ -184,6 +188,39 @@ describe('API and worker processes that die, stall or are stopped', () => {
         expect(late.text).toBe(takeover.text);
         expect(await stack.db.query('SELECT status, updated_at FROM payments WHERE id = $1', [paymentId])).toEqual([outcome]);
         await expectChargedOnce(paymentId, takeover);
+      } finally {
+        await stalling.stop();
+      }
+    });
+    it('a request stalled past its lease before its provider call never charges a payment someone else decided', async () => {
+      const stalling = await stack.startApi({ CRASH_POINT: 'after_claim', CRASH_POINT_SIGNAL: 'SIGSTOP' });
+      try {
+        const key = randomUUID();
+        const stalled = stack.clientOf(stalling).post(key, payload());
+        const paymentId = await crashPointReached(stalling, 'after_claim');
+
+        // Someone else takes the expired lease and decides the payment without
+        // the provider ever seeing it, as a person sending it to review would.
+        const keys = new IdempotencyRepository();
+        const [{ clientId }] = await stack.db.query('SELECT client_id AS "clientId" FROM idempotency_keys WHERE key = $1', [key]);
+        const decider = { clientId, key, token: randomUUID() };
+        await eventually(async () => ((await keys.takeOverLease(stack.db.manager, decider, paymentId, 30_000)) ? true : undefined), {
+          what: 'the stalled request’s lease to expire',
+        });
+        const ledger = new Ledger(stack.db, keys, new PaymentsRepository(), testConfig());
+        const decided = await ledger.recordOutcome(decider, paymentId, {
+          status: 'requires_review',
+          failureCode: 'decided_elsewhere',
+          failureMessage: 'Decided while the request was stalled.',
+        });
+        stalling.resume();
+        const late = await stalled;
+
+        expect(decided?.status).toBe(202);
+        await stalling.waitForLine(({ json }) => json?.msg === 'lease lost before the outcome was recorded' && json.key === key);
+        expect(late.headers.get('idempotent-replayed')).toBe('true');
+        expect(late.text).toBe(decided?.body);
+        expect(await stack.provider.chargesFor(paymentId)).toEqual([]);
       } finally {
         await stalling.stop();
       }

@@ -97,10 +97,32 @@ describe('IdempotencyRepository on Postgres', () => {
       await keys().release(manager(), released.lease);
       const finished = await given.succeeded(clientId);
 
-      expect(await keys().takeOverLease(manager(), otherLease(live.lease), LEASE_MS)).toBe(false);
-      expect(await keys().takeOverLease(manager(), otherLease(expired.lease), LEASE_MS)).toBe(true);
-      expect(await keys().takeOverLease(manager(), otherLease(released.lease), LEASE_MS)).toBe(true);
-      expect(await keys().takeOverLease(manager(), otherLease(finished.lease), LEASE_MS)).toBe(false);
+      const takeOver = (held: { lease: Lease; payment: { id: string } }) =>
+        keys().takeOverLease(manager(), otherLease(held.lease), held.payment.id, LEASE_MS);
+
+      expect(await takeOver(live)).toBe(false);
+      expect(await takeOver(expired)).toBe(true);
+      expect(await takeOver(released)).toBe(true);
+      expect(await takeOver(finished)).toBe(false);
+    });
+
+    it('is taken over only for the payment the taker read the key for', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.expireLease(lease);
+
+      expect(await keys().takeOverLease(manager(), otherLease(lease), newPaymentId(), LEASE_MS)).toBe(false);
+    });
+
+    it('is renewed only by its holder, and only while the key is unfinished', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.expireLease(lease);
+      const finished = await given.succeeded(clientId);
+
+      expect(await keys().renewLease(manager(), otherLease(lease), LEASE_MS)).toBe(false);
+      expect((await keys().find(manager(), clientId, lease.key))?.leaseRemainingSeconds).toBe(0);
+      expect(await keys().renewLease(manager(), lease, LEASE_MS)).toBe(true);
+      expect((await keys().find(manager(), clientId, lease.key))?.leaseRemainingSeconds).toBe(LEASE_MS / 1000);
+      expect(await keys().renewLease(manager(), finished.lease, LEASE_MS)).toBe(false);
     });
 
     it('is found from the payment by the worker, under the same conditions', async () => {
@@ -125,7 +147,8 @@ describe('IdempotencyRepository on Postgres', () => {
       expect(await keys().lockIfLeaseHeld(manager(), otherLease(lease))).toBe(false);
 
       const taker = otherLease(lease);
-      await keys().takeOverLease(manager(), taker, LEASE_MS);
+      const { paymentId } = (await keys().find(manager(), clientId, lease.key))!;
+      await keys().takeOverLease(manager(), taker, paymentId, LEASE_MS);
       expect(await keys().lockIfLeaseHeld(manager(), lease)).toBe(false);
       expect(await keys().lockIfLeaseHeld(manager(), taker)).toBe(true);
     });

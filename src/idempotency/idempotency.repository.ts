@@ -92,14 +92,34 @@ export class IdempotencyRepository {
     };
   }
 
-  /** Takes the lease of an unfinished key whose previous lease expired or was released. */
-  async takeOverLease(db: EntityManager, lease: Lease, leaseMs: number): Promise<boolean> {
+  /**
+   * Takes the lease of an unfinished key whose previous lease expired or was
+   * released, provided the key is still that of the payment the caller read:
+   * a key re-claimed since (expired and taken for a new request) is not taken.
+   */
+  async takeOverLease(db: EntityManager, lease: Lease, paymentId: string, leaseMs: number): Promise<boolean> {
     const rows = await queryRows(
       db,
       `UPDATE idempotency_keys
-          SET lease_token = $3, leased_until = now() + $4 * interval '1 millisecond'
-        WHERE client_id = $1 AND key = $2 AND completed_at IS NULL
+          SET lease_token = $3, leased_until = now() + $5 * interval '1 millisecond'
+        WHERE client_id = $1 AND key = $2 AND payment_id = $4 AND completed_at IS NULL
           AND (leased_until IS NULL OR leased_until <= now())
+        RETURNING 1`,
+      [lease.clientId, lease.key, lease.token, paymentId, leaseMs],
+    );
+    return rows.length === 1;
+  }
+
+  /**
+   * Extends the lease, if this token still holds it on an unfinished key. A
+   * lease that expired with no taker is still ours: nobody else has acted.
+   */
+  async renewLease(db: EntityManager, lease: Lease, leaseMs: number): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `UPDATE idempotency_keys
+          SET leased_until = now() + $4 * interval '1 millisecond'
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
         RETURNING 1`,
       [lease.clientId, lease.key, lease.token, leaseMs],
     );

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import type { Lease } from '../idempotency/idempotency.repository';
 import { loadConfig } from '../config/app-config';
-import { Ledger } from './ledger.service';
+import { Ledger, heldSince } from './ledger.service';
 
 describe('Ledger on Postgres', () => {
   const db = useLedgerFixtures();
@@ -21,7 +21,10 @@ describe('Ledger on Postgres', () => {
   async function takenOver(lease: Lease): Promise<Lease> {
     await given.expireLease(lease);
     const taker = { ...lease, token: randomUUID() };
-    if (!(await given.keys.takeOverLease(db.dataSource.manager, taker, LEASE_MS))) throw new Error('no takeover');
+    const { paymentId } = (await keyOf(lease))!;
+    if (!(await given.keys.takeOverLease(db.dataSource.manager, taker, paymentId, LEASE_MS))) {
+      throw new Error('no takeover');
+    }
     return taker;
   }
 
@@ -56,7 +59,39 @@ describe('Ledger on Postgres', () => {
 
     expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 1 });
     expect(await keyOf(lease)).toMatchObject({ leaseRemainingSeconds: 0, response: undefined });
-    expect(await given.keys.takeOverLease(db.dataSource.manager, { ...lease, token: randomUUID() }, LEASE_MS)).toBe(true);
+    const taker = { ...lease, token: randomUUID() };
+    expect(await given.keys.takeOverLease(db.dataSource.manager, taker, payment.id, LEASE_MS)).toBe(true);
+  });
+
+  describe('holdForCall, the fence of the provider call', () => {
+    it('costs no statement while the lease is known to outlast the call', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.expireLease(lease);
+      const held = heldSince(lease, performance.now(), LEASE_MS);
+
+      expect(await ledger.holdForCall(held, 1_000)).toBe(held);
+      // Not renewed: Postgres still sees the lease as expired.
+      expect((await keyOf(lease))?.leaseRemainingSeconds).toBe(0);
+    });
+
+    it('renews a lease that might expire during the call, if it still holds', async () => {
+      const { lease } = await given.claimed(clientId);
+      await given.expireLease(lease);
+      const stale = heldSince(lease, performance.now() - LEASE_MS, LEASE_MS);
+
+      const renewed = await ledger.holdForCall(stale, 1_000);
+
+      expect(renewed?.heldUntil).toBeGreaterThan(performance.now() + 1_000);
+      expect((await keyOf(lease))?.leaseRemainingSeconds).toBe(LEASE_MS / 1000);
+    });
+
+    it('refuses the call to a holder whose lease was taken over', async () => {
+      const { lease } = await given.claimed(clientId);
+      const stalled = heldSince(lease, performance.now() - LEASE_MS, LEASE_MS);
+      await takenOver(lease);
+
+      expect(await ledger.holdForCall(stalled, 1_000)).toBeUndefined();
+    });
   });
 
   it('rolls the whole fenced transaction back when its work fails', async () => {

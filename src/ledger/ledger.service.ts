@@ -8,6 +8,21 @@ import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome
 import { PaymentsRepository } from '../payments/payments.repository';
 
 /**
+ * A lease and what this process knows of its expiry: Postgres cannot see it
+ * expire before `heldUntil` (a performance.now() time), because that is the
+ * lease's length counted from before the statement that took or renewed it.
+ * Monotonic, so a stall of the process (a long GC pause, SIGSTOP) counts.
+ */
+export interface HeldLease extends Lease {
+  heldUntil: number;
+}
+
+/** A lease taken or renewed by a statement sent at `askedAt` (performance.now()). */
+export function heldSince(lease: Lease, askedAt: number, leaseMs: number): HeldLease {
+  return { clientId: lease.clientId, key: lease.key, token: lease.token, heldUntil: askedAt + leaseMs };
+}
+
+/**
  * The only ways a payment changes after it is created. Every writer (the
  * request, the reconciliation worker) goes through here, and every write here
  * is fenced by the lease on the payment's idempotency key: one transaction
@@ -73,6 +88,24 @@ export class Ledger {
       return true;
     });
     return postponed ?? false;
+  }
+
+  /**
+   * The fence of the provider call. Before a call that may create a charge
+   * and can take up to `callMs`: the lease must hold until the call is over,
+   * so a holder that stalled past its lease, and was taken over, never charges
+   * after someone else decided the payment. A lease known to outlast the call
+   * costs nothing (a fresh one always does: the configuration keeps the
+   * provider deadline shorter than the lease); otherwise it is renewed with a
+   * conditional update. Undefined when the lease was lost: make no call.
+   */
+  async holdForCall(lease: HeldLease, callMs: number): Promise<HeldLease | undefined> {
+    if (performance.now() + callMs < lease.heldUntil) return lease;
+    const { leaseMs } = this.config.idempotency;
+    const askedAt = performance.now();
+    return (await this.keys.renewLease(this.dataSource.manager, lease, leaseMs))
+      ? heldSince(lease, askedAt, leaseMs)
+      : undefined;
   }
 
   /** The payment of a lease just taken over: pending, or its key would have been completed with it. */

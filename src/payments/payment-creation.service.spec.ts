@@ -178,6 +178,32 @@ describe('PaymentCreationService.create', () => {
     expect(reply).toEqual({ status: 201, body: '{"id":"pay_1"}', headers: { 'Idempotent-Replayed': 'true' } });
   });
 
+  it('makes no provider call after stalling past its lease, and answers with what the new holder stored', async () => {
+    jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
+    try {
+      const { sut, keys, payments, command } = setup();
+      keys.claim = jest.fn().mockResolvedValue(true);
+      payments.insertPending = jest.fn(async (_db, row) => {
+        // A stall (a long GC pause) inside phase 1, longer than the lease.
+        jest.advanceTimersByTime(loadConfig({}).idempotency.leaseMs);
+        return aPayment({ id: row.id });
+      });
+      keys.renewLease = jest.fn().mockResolvedValue(false);
+      keys.find = jest
+        .fn()
+        .mockResolvedValueOnce(undefined)
+        .mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+
+      const reply = await sut.create(command);
+
+      expect(reply).toEqual({ status: 201, body: '{"id":"pay_1"}', headers: { 'Idempotent-Replayed': 'true' } });
+      expect(keys.renewLease).toHaveBeenCalledTimes(1);
+      // provider.createCharge is not stubbed: a charge attempt would have thrown.
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('maps the active-order index to order_already_paid', async () => {
     const { sut, keys, payments, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);

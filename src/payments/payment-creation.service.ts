@@ -10,7 +10,7 @@ import { keyInUse, keyReused } from '../idempotency/idempotency.errors';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
 import { parseIdempotencyKey } from '../idempotency/idempotency-key';
 import { keyVerdict } from '../idempotency/key-verdict';
-import { Ledger } from '../ledger/ledger.service';
+import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { ProviderClient } from '../provider/provider.client';
 import { chargeInputFor, newPaymentId, providerKeyFor, toResource } from './payment';
@@ -34,7 +34,7 @@ const PENDING_RETRY_AFTER_SECONDS = 2;
 const MAX_CLAIM_ROUNDS = 3;
 
 /** Where phase 1 leaves a request: holding the lease of a pending payment, or with an answer already stored. */
-type Claim = { kind: 'leased'; payment: Payment; lease: Lease } | { kind: 'replay'; response: StoredResponse };
+type Claim = { kind: 'leased'; payment: Payment; lease: HeldLease } | { kind: 'replay'; response: StoredResponse };
 
 /** A stored response sent again, marked as such. */
 function replayOf(response: StoredResponse): HttpReply {
@@ -97,6 +97,7 @@ export class PaymentCreationService {
    */
   private async claim(command: CreatePaymentCommand, lease: Lease): Promise<Claim> {
     const db = this.dataSource.manager;
+    const { leaseMs } = this.config.idempotency;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const verdict = keyVerdict(await this.keys.find(db, lease.clientId, lease.key), command.fingerprint);
       switch (verdict.kind) {
@@ -108,16 +109,18 @@ export class PaymentCreationService {
           throw keyInUse();
         case 'new': {
           this.refuseWhileProviderDown();
+          const askedAt = performance.now();
           const payment = await this.claimAndCreatePending(command, lease);
-          if (payment) return { kind: 'leased', payment, lease };
+          if (payment) return { kind: 'leased', payment, lease: heldSince(lease, askedAt, leaseMs) };
           break;
         }
         case 'resumable': {
           this.refuseWhileProviderDown();
-          if (!(await this.keys.takeOverLease(db, lease, this.config.idempotency.leaseMs))) break;
+          const askedAt = performance.now();
+          if (!(await this.keys.takeOverLease(db, lease, verdict.paymentId, leaseMs))) break;
           const payment = await this.ledger.leasedPayment(verdict.paymentId);
           this.logger.log({ msg: 'resuming payment', paymentId: payment.id });
-          return { kind: 'leased', payment, lease };
+          return { kind: 'leased', payment, lease: heldSince(lease, askedAt, leaseMs) };
         }
       }
     }
@@ -159,12 +162,17 @@ export class PaymentCreationService {
   }
 
   /**
-   * Phase 2 and 3. A definitive answer is recorded; anything else (provider
+   * Phase 2 and 3. The provider is called only while the lease holds (see
+   * Ledger.holdForCall): a request that stalled past it and was taken over
+   * makes no call and answers with what the new holder stored. A definitive
+   * answer is recorded; anything else (provider
    * down, timeouts past the deadline, a charge the provider still holds as
    * pending) leaves the payment pending, releases the key so a retry resumes
    * it at once, and answers 202: the outcome is unknown, never guessed.
    */
-  private async charge(payment: Payment, lease: Lease, requestId?: string): Promise<HttpReply> {
+  private async charge(payment: Payment, claimed: HeldLease, requestId?: string): Promise<HttpReply> {
+    const lease = await this.ledger.holdForCall(claimed, this.config.provider.deadlineMs);
+    if (!lease) return this.answerAfterLostLease(claimed);
     this.crashPoint.reach('during_provider_call', { paymentId: payment.id });
     const result = await this.provider.createCharge(chargeInputFor(payment), { requestId });
     this.crashPoint.reach('before_outcome', { paymentId: payment.id });

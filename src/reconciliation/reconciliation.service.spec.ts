@@ -49,7 +49,8 @@ function setup(env: Record<string, string> = {}) {
       key: 'key-1',
       token,
     }));
-    return (): Lease => ({ clientId: 'client_1', key: 'key-1', token: keys.takeOverLeaseForPayment.mock.calls[0][2] });
+    return (): Lease =>
+      expect.objectContaining({ clientId: 'client_1', key: 'key-1', token: keys.takeOverLeaseForPayment.mock.calls[0][2] });
   };
   const finds = (payment: Payment | undefined) => {
     payments.findById = jest.fn().mockResolvedValue(payment);
@@ -210,6 +211,24 @@ describe('ReconciliationService', () => {
         'pay_1',
         expect.objectContaining({ countAttempt: true }),
       );
+    });
+
+    it('submits nothing when it stalled past its lease and the lease was taken over', async () => {
+      jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
+      const { sut, keys, payments, provider, config, takesLease } = setup();
+      takesLease();
+      payments.findById = jest.fn(async (_db, _id) => {
+        // A stall (a long GC pause) right after the lease was taken, longer than the lease.
+        jest.advanceTimersByTime(config.idempotency.leaseMs);
+        return aPayment();
+      });
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'not_found' });
+      keys.renewLease = jest.fn().mockResolvedValue(false);
+
+      expect(await sut.reconcile('pay_1')).toBe('skipped');
+
+      expect(keys.renewLease).toHaveBeenCalledTimes(1);
+      // provider.createCharge and every write are not stubbed: reaching any would have thrown.
     });
 
     it.each([

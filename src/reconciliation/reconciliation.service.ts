@@ -7,7 +7,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
-import { Ledger } from '../ledger/ledger.service';
+import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
@@ -21,13 +21,19 @@ type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
 
 /**
  * What one step learnt from the provider: a final outcome; nothing final yet
- * (a pending charge, no answer in time); or nothing at all because the
- * breaker refused the call, which is not an attempt either.
+ * (a pending charge, no answer in time); nothing at all because the breaker
+ * refused the call, which is not an attempt either; or nothing because the
+ * job's lease was lost before it could submit the charge.
  */
-type ProviderAnswer = { kind: 'final'; outcome: FinalOutcome } | { kind: 'not_final' } | { kind: 'circuit_open' };
+type ProviderAnswer =
+  | { kind: 'final'; outcome: FinalOutcome }
+  | { kind: 'not_final' }
+  | { kind: 'circuit_open' }
+  | { kind: 'lease_lost' };
 
 const NOT_FINAL = { kind: 'not_final' } as const;
 const CIRCUIT_OPEN = { kind: 'circuit_open' } as const;
+const LEASE_LOST = { kind: 'lease_lost' } as const;
 
 function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
   return outcome ? { kind: 'final', outcome } : NOT_FINAL;
@@ -86,12 +92,17 @@ export class ReconciliationService {
    */
   async reconcile(paymentId: string): Promise<ReconcileResult> {
     const db = this.dataSource.manager;
-    const lease = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), this.config.idempotency.leaseMs);
-    if (!lease) return 'skipped';
+    const { leaseMs } = this.config.idempotency;
+    const askedAt = performance.now();
+    const taken = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), leaseMs);
+    if (!taken) return 'skipped';
+    const lease = heldSince(taken, askedAt, leaseMs);
     const payment = await this.ledger.leasedPayment(paymentId);
-    const answer = await this.askProvider(payment);
+    const answer = await this.askProvider(payment, lease);
     this.crashPoint.reach('worker_mid_job', { paymentId });
     switch (answer.kind) {
+      case 'lease_lost':
+        return 'skipped';
       case 'circuit_open':
         return this.deferWhileProviderDown(lease, payment);
       case 'not_final':
@@ -133,18 +144,21 @@ export class ReconciliationService {
 
   /**
    * Asks the provider by provider key; a charge it never received is
-   * submitted now with that same key, so this can never make a second charge.
+   * submitted now with that same key, so this can never make a second charge,
+   * and only while the job's lease holds (Ledger.holdForCall), so a worker
+   * that stalled past it never charges a payment someone else has decided.
    */
-  private async askProvider(payment: Payment): Promise<ProviderAnswer> {
+  private async askProvider(payment: Payment, lease: HeldLease): Promise<ProviderAnswer> {
     // Both calls share one provider deadline, which the configuration keeps
     // shorter than the lease this job holds: the job cannot outlive its lease.
     const { deadlineMs } = this.config.provider;
-    const deadline = Date.now() + deadlineMs;
+    const deadline = performance.now() + deadlineMs;
     const lookup = await this.provider.getCharge(payment.providerKey, { maxAttempts: 1, deadlineMs });
     if (lookup.kind === 'found') return answerOf(outcomeOfCharge(lookup.charge, payment));
     if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
-    const left = deadline - Date.now();
+    const left = deadline - performance.now();
     if (left <= 0) return NOT_FINAL;
+    if (!(await this.ledger.holdForCall(lease, left))) return LEASE_LOST;
     const submitted = await this.provider.createCharge(chargeInputFor(payment), { maxAttempts: 1, deadlineMs: left });
     if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
