@@ -78,6 +78,7 @@ describe('npm run audit', () => {
     const unpaid = await pay('pm_card_declined');
     const refunded = await pay('pm_card_ok', 'ord_twice');
     const forgotten = await pay('pm_card_unavailable');
+    const overlooked = await pay('pm_card_ok');
 
     await chargeDirectly(`pk_stray_${randomUUID()}`, doubled.id);
     await chargeDirectly('pk_pay_ghost', 'pay_ghost');
@@ -91,6 +92,18 @@ describe('npm run audit', () => {
       `UPDATE payments SET created_at = now() - interval '1 hour', next_reconcile_at = now() - interval '1 hour'
         WHERE id = $1`,
       [forgotten.id],
+    );
+    // In review although the provider's charge succeeded, and its re-check long overdue.
+    await stack.dataSource.query(
+      `UPDATE payments SET status = 'requires_review', created_at = now() - interval '1 hour',
+                           next_reconcile_at = now() - interval '1 hour'
+        WHERE id = $1`,
+      [overlooked.id],
+    );
+    await stack.dataSource.query(
+      `UPDATE idempotency_keys SET response_status = NULL, response_body = NULL, completed_at = NULL, expires_at = NULL
+        WHERE payment_id = $1`,
+      [overlooked.id],
     );
 
     const { code, report } = await audit();
@@ -106,6 +119,7 @@ describe('npm run audit', () => {
       orphan_charge: 1,
       failed_with_succeeded_charge: 1,
       stale_pending_unscheduled: 1,
+      review_behind_provider: 1,
     });
     const named = (kind: keyof AuditReport['violations']) => report!.violations[kind].examples;
     expect(named('double_charge')).toEqual([expect.objectContaining({ payment_id: doubled.id })]);
@@ -115,6 +129,9 @@ describe('npm run audit', () => {
     expect(named('orphan_charge')).toEqual([expect.objectContaining({ reference: 'pay_ghost' })]);
     expect(named('order_charged_twice')).toEqual([expect.objectContaining({ payments: expect.stringContaining(recharged.id) })]);
     expect(named('stale_pending_unscheduled')).toEqual([expect.objectContaining({ payment_id: forgotten.id })]);
+    expect(named('review_behind_provider')).toEqual([
+      expect.objectContaining({ payment_id: overlooked.id, charge_status: 'succeeded' }),
+    ]);
   });
 
   it('exits 2 and says why when a store cannot be read', async () => {

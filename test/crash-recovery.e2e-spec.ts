@@ -200,7 +200,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
         const paymentId = await crashPointReached(stalling, 'after_claim');
 
         // Someone else takes the expired lease and decides the payment without
-        // the provider ever seeing it, as a person sending it to review would.
+        // the provider ever seeing it, as an operator resolving it would.
         const keys = new IdempotencyRepository();
         const [{ clientId }] = await stack.db.query('SELECT client_id AS "clientId" FROM idempotency_keys WHERE key = $1', [key]);
         const decider = { clientId, key, token: randomUUID() };
@@ -209,17 +209,19 @@ describe('API and worker processes that die, stall or are stopped', () => {
         });
         const ledger = new Ledger(stack.db, keys, new PaymentsRepository(), testConfig());
         const decided = await ledger.recordOutcome(decider, paymentId, {
-          status: 'requires_review',
+          status: 'failed',
+          providerChargeId: null,
           failureCode: 'decided_elsewhere',
           failureMessage: 'Decided while the request was stalled.',
+          resolution: { by: 'crash test', reason: 'the provider never saw it' },
         });
         stalling.resume();
         const late = await stalled;
 
-        expect(decided?.status).toBe(202);
+        expect(decided?.response?.status).toBe(402);
         await stalling.waitForLine(({ json }) => json?.msg === 'lease lost before the outcome was recorded' && json.key === key);
         expect(late.headers.get('idempotent-replayed')).toBe('true');
-        expect(late.text).toBe(decided?.body);
+        expect(late.text).toBe(decided?.response?.body);
         expect(await stack.provider.chargesFor(paymentId)).toEqual([]);
       } finally {
         await stalling.stop();

@@ -202,8 +202,11 @@ describe('POST /v1/payments', () => {
       { what: 'requires_review' },
     );
     expect(reviewed.body.failure_code).toBe('reconciliation_exhausted');
+    // Review is not final: the retry is told the payment as it is, not a stored answer.
     const late = await post(key, payload);
-    expect(late.headers['idempotent-replayed']).toBe('true');
+    expect(late.status).toBe(202);
+    expect(late.headers['idempotent-replayed']).toBeUndefined();
+    expect(late.headers['retry-after']).toBe('60');
     expect(late.body).toMatchObject({ id: first.body.id, status: 'requires_review' });
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(0);
   });

@@ -171,6 +171,38 @@ describe('auditLedger', () => {
     expect(report.violations.succeeded_without_charge.examples).toHaveLength(3);
   });
 
+  describe('a payment in review', () => {
+    const created = NOW - STALE - 60_000;
+    const inReview = (overrides: Partial<LedgerPayment> = {}) =>
+      payment('r', { status: 'requires_review', providerChargeId: null, createdAt: created, ...overrides });
+
+    it('is behind the provider once its charge is final and its re-check is overdue and not queued', () => {
+      const r = inReview({ nextReconcileAt: NOW - SWEEP - GRACE - 1 });
+
+      const report = sut([r], [chargeOf(r, { id: 'ch_r' })]);
+
+      expect(flagged(report)).toEqual({ review_behind_provider: 1 });
+      expect(report.violations.review_behind_provider.examples[0]).toMatchObject({
+        payment_id: 'r',
+        charge_id: 'ch_r',
+        charge_status: 'succeeded',
+      });
+    });
+
+    it.each([
+      ['its re-check is still to come', { nextReconcileAt: NOW + 1_000 }, 'succeeded'],
+      ['its charge is still pending', { nextReconcileAt: NOW - SWEEP - GRACE - 1 }, 'pending'],
+    ] as const)('is not flagged while %s', (_case, overrides, status) => {
+      const r = inReview(overrides);
+      expect(flagged(sut([r], [chargeOf(r, { status })]))).toEqual({});
+    });
+
+    it('is not flagged while its re-check is queued', () => {
+      const r = inReview({ nextReconcileAt: NOW - SWEEP - GRACE - 1 });
+      expect(flagged(sut([r], [chargeOf(r)], { queuedReconciliations: new Set(['r']) }))).toEqual({});
+    });
+  });
+
   describe('a pending payment past the stale threshold', () => {
     const created = NOW - STALE - 60_000;
     const stale = (overrides: Partial<LedgerPayment> = {}) =>

@@ -63,6 +63,11 @@ export const VIOLATION_KINDS = [
   'failed_with_succeeded_charge',
   /** A pending payment past the stale threshold that nothing will pick up (see `scheduleOf`). */
   'stale_pending_unscheduled',
+  /**
+   * A payment still in review although the provider's charge for it is final
+   * and its review re-check has had its chance (it is overdue and not queued).
+   */
+  'review_behind_provider',
 ] as const;
 type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -168,9 +173,17 @@ export function auditLedger(input: LedgerInput): AuditReport {
           flag('failed_with_succeeded_charge', { payment_id: payment.id, charge_id: succeeded[0].id });
         }
         break;
-      case 'requires_review':
+      case 'requires_review': {
         if (succeeded.length > 0) requiresReviewCharged++;
+        const final = (chargesOf.get(payment.id) ?? []).find(
+          (charge) => charge.status !== 'pending' && mismatchOf(payment, charge) === undefined,
+        );
+        const overdue = final && scheduleOf(payment, input);
+        if (final && overdue) {
+          flag('review_behind_provider', { ...overdue, charge_id: final.id, charge_status: final.status });
+        }
         break;
+      }
       case 'pending': {
         if (input.now - payment.createdAt < input.staleAfterMs) break;
         const unscheduled = scheduleOf(payment, input);

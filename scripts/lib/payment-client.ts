@@ -57,7 +57,7 @@ export interface PayResult {
 function isFinal(reply: Reply): reply is HttpReply {
   if (reply.kind !== 'http') return false;
   if (reply.status === 201 || reply.status === 402) return true;
-  // requires_review is stored on the key as 202: a retry replays it.
+  // requires_review waits on a provider re-check or a person: retrying soon changes nothing.
   if (reply.status === 202) return reply.paymentStatus === 'requires_review';
   if (reply.status === 409) return reply.code !== 'idempotency_key_in_use';
   // Too many requests: the same request may pass later.

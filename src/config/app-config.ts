@@ -154,6 +154,9 @@ export function loadConfig(env: Env = process.env) {
       backoffCapMs: r.int('RECONCILE_BACKOFF_CAP_MS', 600_000, 1),
       batchSize: r.int('RECONCILE_BATCH_SIZE', 500, 1, 10_000),
       concurrency: r.int('RECONCILE_CONCURRENCY', 4, 1, 100),
+      /** How often a payment in review is asked about again, and for how long after it went to review. */
+      reviewRecheckIntervalMs: r.int('REVIEW_RECHECK_INTERVAL_MS', 3_600_000, 50),
+      reviewRecheckHorizonHours: r.positive('REVIEW_RECHECK_HORIZON_HOURS', 168, 24 * 366),
     },
     /**
      * A prune run deletes batch after batch while they come back full, for at

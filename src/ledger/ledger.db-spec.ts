@@ -31,12 +31,55 @@ describe('Ledger on Postgres', () => {
   it('records the outcome and the response to replay in one commit', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const response = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
 
+    const response = recorded?.response;
     expect(response?.status).toBe(201);
     expect(JSON.parse(response!.body)).toMatchObject({ id: payment.id, status: 'succeeded', provider_charge_id: 'ch_1' });
     expect(await given.paymentById(payment.id)).toMatchObject({ status: 'succeeded' });
     expect(await keyOf(lease)).toMatchObject({ response, leaseRemainingSeconds: 0 });
+  });
+
+  it('sends a payment to review with no answer on its key, the lease released and the re-check scheduled', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+
+    const recorded = await ledger.recordOutcome(lease, payment.id, {
+      status: 'requires_review',
+      failureCode: 'reconciliation_exhausted',
+      failureMessage: 'No final answer.',
+    });
+
+    expect(recorded).toEqual({ payment: expect.objectContaining({ status: 'requires_review' }) });
+    expect(await keyOf(lease)).toMatchObject({ response: undefined, leaseRemainingSeconds: 0, expired: false });
+    const [{ ahead_ms: aheadMs }]: { ahead_ms: string }[] = await db.dataSource.query(
+      `SELECT extract(epoch FROM next_reconcile_at - now()) * 1000 AS ahead_ms FROM payments WHERE id = $1`,
+      [payment.id],
+    );
+    expect(Number(aheadMs)).toBeGreaterThan(3_500_000);
+  });
+
+  it('moves a payment in review once, to a final status, storing the final response', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    await ledger.recordOutcome(lease, payment.id, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    const resolver = { ...lease, token: randomUUID() };
+    await given.keys.takeOverLease(db.dataSource.manager, resolver, payment.id, LEASE_MS);
+
+    const resolved = await ledger.recordOutcome(resolver, payment.id, {
+      status: 'failed',
+      providerChargeId: null,
+      failureCode: 'review_resolved_failed',
+      failureMessage: 'The payment failed after review.',
+      resolution: { by: 'ops', reason: 'the provider never received it' },
+    });
+
+    expect(resolved?.response?.status).toBe(402);
+    expect(await given.paymentById(payment.id)).toMatchObject({
+      status: 'failed',
+      providerChargeId: null,
+      resolvedBy: 'ops',
+      resolutionReason: 'the provider never received it',
+    });
+    expect((await keyOf(lease))?.response).toEqual(resolved?.response);
   });
 
   it('writes nothing for a holder whose lease was taken over', async () => {
@@ -106,9 +149,9 @@ describe('Ledger on Postgres', () => {
     expect(await given.paymentById(payment.id)).toMatchObject({ reconcileAttempts: 0 });
   });
 
-  it('refuses to hand out a leased payment that is not pending', async () => {
+  it('refuses to hand out the payment of an unfinished key once it is final', async () => {
     const { payment } = await given.succeeded(clientId);
 
-    await expect(ledger.leasedPayment(payment.id)).rejects.toThrow(/not pending/);
+    await expect(ledger.undecidedPayment(payment.id)).rejects.toThrow(/already final/);
   });
 });

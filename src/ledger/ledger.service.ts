@@ -55,20 +55,31 @@ export class Ledger {
   }
 
   /**
-   * The final status and the response a retry will replay, in one commit:
-   * the payment moves out of pending and its key stores the response. Returns
-   * undefined, and writes nothing, when the lease was lost.
+   * Moves an undecided payment, in one commit with what its key keeps:
+   *
+   * - to succeeded or failed: the key stores the final response, replayed
+   *   byte for byte from then on (`response`);
+   * - to requires_review: the key keeps no answer (the payment is not final)
+   *   and its lease is released, and the first review re-check is scheduled.
+   *
+   * Undefined, with nothing written, when the lease was lost.
    */
-  async recordOutcome(lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<StoredResponse | undefined> {
-    return this.withLease(lease, async (db) => {
-      const payment = await this.payments.transitionFromPending(db, paymentId, outcome);
-      // Only a lease holder moves a payment out of pending, and it completes the
-      // key in the same commit: a final payment under a live lease means the
-      // schema's invariants were bypassed.
-      if (!payment) throw notPendingUnderLease(paymentId);
+  async recordOutcome(lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded | undefined> {
+    return this.withLease(lease, async (db): Promise<Recorded> => {
+      const payment = await this.payments.transition(db, paymentId, outcome);
+      // Only a lease holder decides a payment, and it completes the key in the
+      // same commit: a final payment under a live lease means the schema's
+      // invariants were bypassed.
+      if (!payment) throw notUndecidedUnderLease(paymentId);
+      if (payment.status === 'requires_review') {
+        const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
+        await this.payments.scheduleReconciliation(db, paymentId, { delayMs, countAttempt: false });
+        await this.keys.release(db, lease);
+        return { payment };
+      }
       const response = finalResponseFor(payment);
       await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
-      return response;
+      return { payment, response };
     });
   }
 
@@ -80,7 +91,7 @@ export class Ledger {
   async postpone(
     lease: Lease,
     paymentId: string,
-    next: { delayMs: number; countAttempt: boolean },
+    next: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<boolean> {
     const postponed = await this.withLease(lease, async (db) => {
       await this.payments.scheduleReconciliation(db, paymentId, next);
@@ -108,14 +119,22 @@ export class Ledger {
       : undefined;
   }
 
-  /** The payment of a lease just taken over: pending, or its key would have been completed with it. */
-  async leasedPayment(paymentId: string): Promise<Payment> {
+  /** The payment of an unfinished key: undecided, or its key would have been completed with it. */
+  async undecidedPayment(paymentId: string): Promise<Payment> {
     const payment = await this.payments.findById(this.dataSource.manager, paymentId);
-    if (payment?.status !== 'pending') throw notPendingUnderLease(paymentId);
+    if (payment?.status !== 'pending' && payment?.status !== 'requires_review') {
+      throw notUndecidedUnderLease(paymentId);
+    }
     return payment;
   }
 }
 
-function notPendingUnderLease(paymentId: string): Error {
-  return new Error(`payment ${paymentId} has an unfinished key but is not pending`);
+/** What recordOutcome committed: the payment as it now is, and the response its key stores if it is final. */
+export interface Recorded {
+  payment: Payment;
+  response?: StoredResponse;
+}
+
+function notUndecidedUnderLease(paymentId: string): Error {
+  return new Error(`payment ${paymentId} has an unfinished key but is already final`);
 }

@@ -68,7 +68,7 @@ describe('PaymentCreationService.create', () => {
     payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transitionFromPending = jest.fn(async (_db, id, _outcome) =>
+    payments.transition = jest.fn(async (_db, id, _outcome) =>
       aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
     );
     keys.complete = jest.fn().mockResolvedValue(undefined);
@@ -250,9 +250,58 @@ describe('PaymentCreationService.create', () => {
     expect(reply).toEqual({ status: 201, body: '{"id":"pay_1"}', headers: { 'Idempotent-Replayed': 'true' } });
   });
 
+  it('while the circuit is open, answers an unfinished payment with 202 as it is: a charge may exist', async () => {
+    const { sut, keys, payments, provider, dataSource, command } = setup();
+    provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
+    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old' }));
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(202);
+    expect(reply.headers).toEqual({ 'Retry-After': '5' });
+    expect(JSON.parse(reply.body)).toMatchObject({ id: 'pay_old', status: 'pending' });
+    // keys.takeOverLease and provider.createCharge are not stubbed: nothing was taken or sent.
+    expect(dataSource.transaction).not.toHaveBeenCalled();
+  });
+
+  it('answers a retry of a payment in review with 202 and the payment as it is, and leaves it alone', async () => {
+    const { sut, keys, payments, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
+    keys.takeOverLease = jest.fn().mockResolvedValue(true);
+    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'requires_review' }));
+    keys.release = jest.fn().mockResolvedValue(undefined);
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(202);
+    expect(reply.headers).toEqual({ 'Retry-After': '60' });
+    expect(JSON.parse(reply.body)).toMatchObject({ id: 'pay_old', status: 'requires_review' });
+    expect(keys.release).toHaveBeenCalledTimes(1);
+    // provider.createCharge is not stubbed: a review is not the request's to resume.
+  });
+
+  it('answers 202 without storing it when the charge sends the payment to review', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'requires_review' }));
+    payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
+    keys.release = jest.fn().mockResolvedValue(undefined);
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(202);
+    expect(reply.headers).toEqual({ 'Retry-After': '60' });
+    expect(JSON.parse(reply.body)).toMatchObject({ status: 'requires_review' });
+    // keys.complete is not stubbed: nothing was stored on the key.
+  });
+
   it.each([
     ['a reused key', existingKey({ fingerprint: 'e'.repeat(64) }), ErrorCode.IdempotencyKeyReused],
-    ['an unfinished payment', existingKey({ leaseRemainingSeconds: 0 }), ErrorCode.ProviderUnavailable],
     [
       'an expired key',
       existingKey({ expired: true, response: { status: 201, body: '{}' } }),

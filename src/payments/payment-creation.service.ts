@@ -30,15 +30,33 @@ export interface CreatePaymentCommand {
 
 /** How soon a client should come back for a payment whose outcome is not known yet. */
 const PENDING_RETRY_AFTER_SECONDS = 2;
+/** A review is settled by a provider re-check or a person: minutes at best, so poll gently. */
+const IN_REVIEW_RETRY_AFTER_SECONDS = 60;
 /** Claim conflicts resolve within a round or two; past that, answer 409 and let the client retry. */
 const MAX_CLAIM_ROUNDS = 3;
 
-/** Where phase 1 leaves a request: holding the lease of a pending payment, or with an answer already stored. */
-type Claim = { kind: 'leased'; payment: Payment; lease: HeldLease } | { kind: 'replay'; response: StoredResponse };
+/**
+ * Where phase 1 leaves a request: holding the lease of a pending payment,
+ * with an answer already stored, or with an undecided payment it must not
+ * work on now (in review, or the provider's circuit is open).
+ */
+type Claim =
+  | { kind: 'leased'; payment: Payment; lease: HeldLease }
+  | { kind: 'replay'; response: StoredResponse }
+  | { kind: 'accepted'; payment: Payment; retryAfterSeconds: number };
 
 /** A stored response sent again, marked as such. */
 function replayOf(response: StoredResponse): HttpReply {
   return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
+}
+
+/** An undecided payment as it is now: come back later, the same key will tell more. */
+function acceptedReply(payment: Payment, retryAfterSeconds: number): HttpReply {
+  return {
+    status: 202,
+    body: JSON.stringify(toResource(payment)),
+    headers: { 'Retry-After': String(retryAfterSeconds) },
+  };
 }
 
 /**
@@ -83,6 +101,7 @@ export class PaymentCreationService {
     const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
     const claim = await this.claim(command, lease);
     if (claim.kind === 'replay') return replayOf(claim.response);
+    if (claim.kind === 'accepted') return acceptedReply(claim.payment, claim.retryAfterSeconds);
     this.crashPoint.reach('after_claim', { paymentId: claim.payment.id });
     return this.charge(claim.payment, claim.lease, command.requestId);
   }
@@ -115,10 +134,21 @@ export class PaymentCreationService {
           break;
         }
         case 'resumable': {
-          this.refuseWhileProviderDown();
+          const waitMs = this.provider.unavailableForMs();
+          if (waitMs > 0) {
+            // A charge may exist for this payment, so "no charge was attempted"
+            // (503) would be false: the client learns the payment as it is.
+            const payment = await this.ledger.undecidedPayment(verdict.paymentId);
+            return { kind: 'accepted', payment, retryAfterSeconds: Math.ceil(waitMs / 1000) };
+          }
           const askedAt = performance.now();
           if (!(await this.keys.takeOverLease(db, lease, verdict.paymentId, leaseMs))) break;
-          const payment = await this.ledger.leasedPayment(verdict.paymentId);
+          const payment = await this.ledger.undecidedPayment(verdict.paymentId);
+          if (payment.status === 'requires_review') {
+            // Not ours to resume: the review re-check or a person decides it.
+            await this.keys.release(db, lease);
+            return { kind: 'accepted', payment, retryAfterSeconds: IN_REVIEW_RETRY_AFTER_SECONDS };
+          }
           this.logger.log({ msg: 'resuming payment', paymentId: payment.id });
           return { kind: 'leased', payment, lease: heldSince(lease, askedAt, leaseMs) };
         }
@@ -168,7 +198,8 @@ export class PaymentCreationService {
    * answer is recorded; anything else (provider
    * down, timeouts past the deadline, a charge the provider still holds as
    * pending) leaves the payment pending, releases the key so a retry resumes
-   * it at once, and answers 202: the outcome is unknown, never guessed.
+   * it at once, and answers 202: the outcome is unknown, never guessed. A
+   * charge for another amount sends the payment to review: 202 as well.
    */
   private async charge(payment: Payment, claimed: HeldLease, requestId?: string): Promise<HttpReply> {
     const lease = await this.ledger.holdForCall(claimed, this.config.provider.deadlineMs);
@@ -179,14 +210,13 @@ export class PaymentCreationService {
     const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge, payment) : undefined;
     if (!outcome) {
       await this.keys.release(this.dataSource.manager, lease);
-      return {
-        status: 202,
-        body: JSON.stringify(toResource(payment)),
-        headers: { 'Retry-After': String(PENDING_RETRY_AFTER_SECONDS) },
-      };
+      return acceptedReply(payment, PENDING_RETRY_AFTER_SECONDS);
     }
-    const response = await this.ledger.recordOutcome(lease, payment.id, outcome);
-    return response ? { ...response, headers: {} } : this.answerAfterLostLease(lease);
+    const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+    if (!recorded) return this.answerAfterLostLease(lease);
+    return recorded.response
+      ? { ...recorded.response, headers: {} }
+      : acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
   }
 
   /**

@@ -94,13 +94,7 @@ describe('finalResponseFor', () => {
     });
   });
 
-  it('answers 202 with the payment for one that needs review', () => {
-    const response = finalResponseFor(payment({ status: 'requires_review' }));
-    expect(response.status).toBe(202);
-    expect(JSON.parse(response.body)).toMatchObject({ status: 'requires_review' });
-  });
-
-  it('refuses to build a final response for a pending payment', () => {
-    expect(() => finalResponseFor(payment({ status: 'pending' }))).toThrow(/still pending/);
+  it.each(['pending', 'requires_review'] as const)('refuses to build a final response for a %s payment', (status) => {
+    expect(() => finalResponseFor(payment({ status }))).toThrow(`is ${status}: it has no final response`);
   });
 });

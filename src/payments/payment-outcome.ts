@@ -5,10 +5,28 @@ import { errorReply } from '../common/error-envelope';
 import { toResource } from './payment';
 import type { Payment } from './payments.table';
 
-/** A final state a pending payment can move to, and why. */
+/** An operator's resolution of a review: who, and why. */
+export interface Resolution {
+  by: string;
+  reason: string;
+}
+
+/**
+ * Where an undecided payment can move, and why. succeeded and failed are
+ * final: from pending or from requires_review. requires_review is reached from
+ * pending only, and leaves the payment undecided. A failure without a charge
+ * (providerChargeId null) is an operator's resolution of a charge the provider
+ * never received.
+ */
 export type FinalOutcome =
-  | { status: 'succeeded'; providerChargeId: string }
-  | { status: 'failed'; providerChargeId: string; failureCode: string; failureMessage: string }
+  | { status: 'succeeded'; providerChargeId: string; resolution?: Resolution }
+  | {
+      status: 'failed';
+      providerChargeId: string | null;
+      failureCode: string;
+      failureMessage: string;
+      resolution?: Resolution;
+    }
   | { status: 'requires_review'; failureCode: string; failureMessage: string };
 
 /**
@@ -52,8 +70,7 @@ export function outcomeOfCharge(
 /**
  * The response a final payment answers with, stored on its idempotency key and
  * replayed byte for byte: 201 for a charge, 402 with the failed payment
- * embedded for a decline, and 202 for a payment a person must review (the
- * client learns the state; retrying will not change it).
+ * embedded for a decline. An undecided payment has none.
  */
 export function finalResponseFor(payment: Payment): StoredResponse {
   const resource = toResource(payment);
@@ -66,8 +83,7 @@ export function finalResponseFor(payment: Payment): StoredResponse {
       return { status, body };
     }
     case 'requires_review':
-      return { status: 202, body: JSON.stringify(resource) };
     case 'pending':
-      throw new Error(`payment ${payment.id} is still pending: it has no final response`);
+      throw new Error(`payment ${payment.id} is ${payment.status}: it has no final response`);
   }
 }

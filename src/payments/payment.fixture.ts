@@ -18,6 +18,8 @@ export function aPayment(overrides: Partial<Payment> = {}): Payment {
     failureMessage: null,
     reconcileAttempts: 0,
     nextReconcileAt: new Date('2026-11-29T09:00:00Z'),
+    resolvedBy: null,
+    resolutionReason: null,
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

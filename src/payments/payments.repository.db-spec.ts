@@ -40,7 +40,7 @@ describe('PaymentsRepository on Postgres', () => {
     expect(second).toBeInstanceOf(QueryFailedError);
     expect(isUniqueViolation(second, ACTIVE_ORDER_INDEX)).toBe(true);
 
-    await payments().transitionFromPending(manager(), first.payment.id, {
+    await payments().transition(manager(), first.payment.id, {
       status: 'failed',
       providerChargeId: 'ch_1',
       failureCode: 'card_declined',
@@ -49,15 +49,15 @@ describe('PaymentsRepository on Postgres', () => {
     await expect(given.claimed(clientId, 'k3', 'ord_1')).resolves.toBeDefined();
   });
 
-  describe('transitionFromPending', () => {
+  describe('transition', () => {
     it('moves a pending payment once; a final payment never changes again', async () => {
       const { payment } = await given.claimed(clientId);
 
-      const settled = await payments().transitionFromPending(manager(), payment.id, {
+      const settled = await payments().transition(manager(), payment.id, {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
-      const overturned = await payments().transitionFromPending(manager(), payment.id, {
+      const overturned = await payments().transition(manager(), payment.id, {
         status: 'failed',
         providerChargeId: 'ch_2',
         failureCode: 'card_declined',
@@ -67,6 +67,20 @@ describe('PaymentsRepository on Postgres', () => {
       expect(settled).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1', failureCode: null });
       expect(overturned).toBeUndefined();
       expect(await given.paymentById(payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1' });
+    });
+  });
+
+  describe('transition out of review', () => {
+    it('leaves review once, for a final status only', async () => {
+      const { payment } = await given.claimed(clientId);
+      const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
+      await payments().transition(manager(), payment.id, review);
+
+      expect(await payments().transition(manager(), payment.id, review)).toBeUndefined();
+      expect(
+        await payments().transition(manager(), payment.id, { status: 'succeeded', providerChargeId: 'ch_9' }),
+      ).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_9', failureCode: null });
+      expect(await payments().transition(manager(), payment.id, review)).toBeUndefined();
     });
   });
 
@@ -82,13 +96,23 @@ describe('PaymentsRepository on Postgres', () => {
       await given.expireLease(notYetDue.lease);
       await payments().scheduleReconciliation(manager(), notYetDue.payment.id, { delayMs: 60_000, countAttempt: true });
       const final = await given.succeeded(clientId);
+      const inReview = await given.claimed(clientId);
+      await given.expireLease(inReview.lease);
+      await payments().transition(manager(), inReview.payment.id, {
+        status: 'requires_review',
+        failureCode: 'x',
+        failureMessage: 'x',
+      });
+      await db.dataSource.query(`UPDATE payments SET next_reconcile_at = now() - interval '2 minutes' WHERE id = $1`, [
+        inReview.payment.id,
+      ]);
 
       const ids = await payments().findDueForReconciliation(manager(), 0, 10);
 
-      expect(ids).toEqual([due[1].payment.id, due[0].payment.id]);
+      expect(ids).toEqual([inReview.payment.id, due[1].payment.id, due[0].payment.id]);
       expect(ids).not.toContain(leased.payment.id);
       expect(ids).not.toContain(final.payment.id);
-      expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([due[1].payment.id]);
+      expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([inReview.payment.id]);
       expect(await payments().findDueForReconciliation(manager(), 3_600_000, 10)).toEqual([]);
     });
   });
@@ -112,6 +136,20 @@ describe('PaymentsRepository on Postgres', () => {
       expect(Number(aheadMs)).toBeLessThanOrEqual(5_000);
       expect((await given.paymentById(final.payment.id))?.reconcileAttempts).toBe(0);
     });
+  });
+
+  it("schedules 'never': the payment is not due again", async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    await given.expireLease(lease);
+
+    await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 'never', countAttempt: false });
+
+    const [{ never }]: { never: boolean }[] = await db.dataSource.query(
+      `SELECT next_reconcile_at = 'infinity' AS never FROM payments WHERE id = $1`,
+      [payment.id],
+    );
+    expect(never).toBe(true);
+    expect(await payments().findDueForReconciliation(manager(), 0, 10)).toEqual([]);
   });
 
   describe('listForClient', () => {

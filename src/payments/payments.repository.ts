@@ -70,16 +70,21 @@ export class PaymentsRepository {
   }
 
   /**
-   * The conditional transition that makes terminal states final: only a
-   * pending payment moves, so no later write can overturn an outcome.
+   * The conditional transition that makes final states final: a pending
+   * payment may move anywhere, a payment in review only to succeeded or
+   * failed, and nothing else moves, so no later write can overturn an outcome
+   * and a review is left once.
    */
-  async transitionFromPending(db: EntityManager, id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
+  async transition(db: EntityManager, id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
+    const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
     return queryRow<Payment>(
       db,
       `UPDATE payments
           SET status = $2, provider_charge_id = COALESCE($3, provider_charge_id),
-              failure_code = $4, failure_message = $5, updated_at = now()
-        WHERE id = $1 AND status = 'pending'
+              failure_code = $4, failure_message = $5, resolved_by = $6, resolution_reason = $7,
+              updated_at = now()
+        WHERE id = $1
+          AND (status = 'pending' OR (status = 'requires_review' AND $2 IN ('succeeded', 'failed')))
         RETURNING ${PAYMENT}`,
       [
         id,
@@ -87,13 +92,16 @@ export class PaymentsRepository {
         'providerChargeId' in outcome ? outcome.providerChargeId : null,
         outcome.status === 'succeeded' ? null : outcome.failureCode,
         outcome.status === 'succeeded' ? null : outcome.failureMessage,
+        resolution?.by ?? null,
+        resolution?.reason ?? null,
       ],
     );
   }
 
   /**
-   * Pending payments that reconciliation should look at now: older than the
-   * stale threshold, due on their ladder, and not leased by a live request.
+   * Undecided payments (pending, or in review) that reconciliation should
+   * look at now: older than the stale threshold, due on their ladder or their
+   * review re-check, and not leased by a live request.
    */
   async findDueForReconciliation(db: EntityManager, staleAfterMs: number, limit: number): Promise<string[]> {
     const rows = await queryRows<Pick<Payment, 'id'>>(
@@ -101,7 +109,7 @@ export class PaymentsRepository {
       `SELECT p.id
          FROM payments p
          JOIN idempotency_keys k ON k.payment_id = p.id
-        WHERE p.status = 'pending'
+        WHERE p.status IN ('pending', 'requires_review')
           AND p.next_reconcile_at <= now()
           AND p.created_at <= now() - $1 * interval '1 millisecond'
           AND (k.leased_until IS NULL OR k.leased_until <= now())
@@ -112,18 +120,21 @@ export class PaymentsRepository {
     return rows.map((row) => row.id);
   }
 
-  /** Sets when a pending payment is next due for reconciliation, counting the attempt just made unless told otherwise. */
+  /**
+   * Sets when an undecided payment is next due for reconciliation ('never':
+   * not again), counting the attempt just made unless told otherwise.
+   */
   async scheduleReconciliation(
     db: EntityManager,
     id: string,
-    { delayMs, countAttempt }: { delayMs: number; countAttempt: boolean },
+    { delayMs, countAttempt }: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<void> {
     await db.query(
       `UPDATE payments
           SET reconcile_attempts = reconcile_attempts + $3,
-              next_reconcile_at = now() + $2 * interval '1 millisecond'
-        WHERE id = $1 AND status = 'pending'`,
-      [id, delayMs, countAttempt ? 1 : 0],
+              next_reconcile_at = COALESCE(now() + $2 * interval '1 millisecond', 'infinity')
+        WHERE id = $1 AND status IN ('pending', 'requires_review')`,
+      [id, delayMs === 'never' ? null : delayMs, countAttempt ? 1 : 0],
     );
   }
 }

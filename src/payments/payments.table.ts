@@ -16,7 +16,11 @@ export const paymentsTable = defineTable('payments', {
   failureCode: col.text('failure_code').orNull(),
   failureMessage: col.text('failure_message').orNull(),
   reconcileAttempts: col.integer('reconcile_attempts'),
+  /** 'infinity' once a review's re-checks have ended: node-postgres reads that as the number Infinity. */
   nextReconcileAt: col.timestamptz('next_reconcile_at'),
+  /** Who resolved a review, and why: both set by payment:resolve, or neither. */
+  resolvedBy: col.text('resolved_by').orNull(),
+  resolutionReason: col.text('resolution_reason').orNull(),
   createdAt: col.timestamptz('created_at'),
   updatedAt: col.timestamptz('updated_at'),
 });

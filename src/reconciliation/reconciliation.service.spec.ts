@@ -57,7 +57,7 @@ function setup(env: Record<string, string> = {}) {
   };
   const recordsOutcome = () => {
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transitionFromPending = jest.fn(async (_db, id, outcome) =>
+    payments.transition = jest.fn(async (_db, id, outcome) =>
       aPayment({
         id,
         status: outcome.status,
@@ -73,7 +73,27 @@ function setup(env: Record<string, string> = {}) {
     payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
     keys.release = jest.fn().mockResolvedValue(undefined);
   };
-  return { sut, db, dataSource, keys, payments, provider, queue, config, metrics, takesLease, finds, recordsOutcome, postpones };
+  /** A move to review: no answer on the key, the lease released, the first re-check scheduled. */
+  const sendsToReview = () => {
+    recordsOutcome();
+    postpones();
+  };
+  return {
+    sut,
+    db,
+    dataSource,
+    keys,
+    payments,
+    provider,
+    queue,
+    config,
+    metrics,
+    takesLease,
+    finds,
+    recordsOutcome,
+    postpones,
+    sendsToReview,
+  };
 }
 
 describe('ReconciliationService', () => {
@@ -157,7 +177,7 @@ describe('ReconciliationService', () => {
         deadlineMs: config.provider.deadlineMs,
       });
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
-      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining(outcome));
+      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining(outcome));
       expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
       // provider.createCharge is not stubbed: a found charge is never submitted again.
@@ -185,7 +205,7 @@ describe('ReconciliationService', () => {
       expect(input.providerKey).toBe('pk_pay_1');
       expect(options).toEqual({ maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
       expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
-      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
@@ -251,7 +271,7 @@ describe('ReconciliationService', () => {
         countAttempt: true,
       });
       expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-      // payments.transitionFromPending and keys.complete are not stubbed: nothing was decided.
+      // payments.transition and keys.complete are not stubbed: nothing was decided.
     });
 
     it.each([
@@ -322,46 +342,51 @@ describe('ReconciliationService', () => {
           countAttempt: false,
         });
         expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-        // payments.transitionFromPending is not stubbed: no review was recorded.
+        // payments.transition is not stubbed: no review was recorded.
       },
     );
 
     it('hands the payment to review once the last rung gives no final answer', async () => {
-      const { sut, db, keys, payments, provider, config, takesLease, finds, recordsOutcome } = setup();
+      const { sut, db, keys, payments, provider, config, takesLease, finds, sendsToReview } = setup();
       const leaseTaken = takesLease();
       const { maxAttempts } = config.reconcile;
       finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
-      recordsOutcome();
+      sendsToReview();
 
       expect(await sut.reconcile('pay_1')).toBe('requires_review');
 
-      expect(payments.transitionFromPending).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
       });
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 202 }), expect.any(Number));
-      // payments.scheduleReconciliation is not stubbed: there is no further rung.
+      // Not final: nothing stored on the key, the lease released, the first re-check an interval away.
+      expect(keys.complete).not.toHaveBeenCalled();
+      expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+        delayMs: config.reconcile.reviewRecheckIntervalMs,
+        countAttempt: false,
+      });
     });
 
     it.each(['succeeded', 'failed', 'pending'] as const)(
       'sends a %s charge for another amount to review',
       async (status) => {
-        const { sut, db, keys, payments, provider, takesLease, finds, recordsOutcome } = setup();
+        const { sut, db, keys, payments, provider, takesLease, finds, sendsToReview } = setup();
         takesLease();
         finds(aPayment({ amount: 500 }));
         provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
-        recordsOutcome();
+        sendsToReview();
 
         expect(await sut.reconcile('pay_1')).toBe('requires_review');
 
-        expect(payments.transitionFromPending).toHaveBeenCalledWith(
+        expect(payments.transition).toHaveBeenCalledWith(
           db,
           'pay_1',
           expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
         );
-        expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: 202 }), expect.any(Number));
+        expect(keys.complete).not.toHaveBeenCalled();
       },
     );
 
@@ -382,7 +407,7 @@ describe('ReconciliationService', () => {
 
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
-      // No write is stubbed (transitionFromPending, complete, scheduleReconciliation,
+      // No write is stubbed (transition, complete, scheduleReconciliation,
       // release): any would have thrown.
     });
 
@@ -394,10 +419,74 @@ describe('ReconciliationService', () => {
       takesLease();
       finds(payment);
 
-      await expect(sut.reconcile('pay_1')).rejects.toThrow('has an unfinished key but is not pending');
+      await expect(sut.reconcile('pay_1')).rejects.toThrow('has an unfinished key but is already final');
 
       // The provider is not stubbed: the job stopped before any call.
       expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+  });
+
+  describe('reconcile, for a payment in review', () => {
+    const inReview = (overrides: Partial<Payment> = {}) =>
+      aPayment({
+        status: 'requires_review',
+        failureCode: 'reconciliation_exhausted',
+        updatedAt: new Date(Date.now() - 60_000),
+        ...overrides,
+      });
+
+    it.each([
+      ['succeeded', charge, 201],
+      ['failed', { ...charge, status: 'failed', failure_code: 'card_declined' }, 402],
+    ] as const)('settles it once the provider’s charge is %s, storing the final response', async (_s, found, code) => {
+      const { sut, db, keys, payments, provider, takesLease, finds, recordsOutcome } = setup();
+      takesLease();
+      finds(inReview());
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
+      recordsOutcome();
+
+      expect(await sut.reconcile('pay_1')).toBe('settled');
+
+      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining({ status: found.status }));
+      expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: code }), 24);
+      // provider.createCharge is not stubbed: a review is never resubmitted.
+    });
+
+    it.each([
+      ['the charge is still pending', { kind: 'found', charge: pendingCharge }],
+      ['the provider never received it', { kind: 'not_found' }],
+      ['the lookup got no answer', noAnswer],
+      ['the charge is for another amount', { kind: 'found', charge: { ...charge, amount: 1 } }],
+    ])('asks again one interval later when %s, counting nothing', async (_name, lookup) => {
+      const { sut, db, payments, provider, config, takesLease, finds, postpones } = setup({
+        REVIEW_RECHECK_INTERVAL_MS: '60000',
+      });
+      takesLease();
+      finds(inReview());
+      provider.getCharge = jest.fn().mockResolvedValue(lookup);
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+        delayMs: config.reconcile.reviewRecheckIntervalMs,
+        countAttempt: false,
+      });
+    });
+
+    it('stops asking once the next re-check would fall past the horizon', async () => {
+      const { sut, db, payments, provider, takesLease, finds, postpones } = setup({
+        REVIEW_RECHECK_INTERVAL_MS: '3600000',
+        REVIEW_RECHECK_HORIZON_HOURS: '2',
+      });
+      takesLease();
+      finds(inReview({ updatedAt: new Date(Date.now() - 90 * 60_000) }));
+      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      postpones();
+
+      expect(await sut.reconcile('pay_1')).toBe('postponed');
+
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', { delayMs: 'never', countAttempt: false });
     });
   });
 

@@ -97,7 +97,8 @@ export class ReconciliationService {
     const taken = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), leaseMs);
     if (!taken) return 'skipped';
     const lease = heldSince(taken, askedAt, leaseMs);
-    const payment = await this.ledger.leasedPayment(paymentId);
+    const payment = await this.ledger.undecidedPayment(paymentId);
+    if (payment.status === 'requires_review') return this.recheckReview(lease, payment);
     const answer = await this.askProvider(payment, lease);
     this.crashPoint.reach('worker_mid_job', { paymentId });
     switch (answer.kind) {
@@ -162,6 +163,35 @@ export class ReconciliationService {
     const submitted = await this.provider.createCharge(chargeInputFor(payment), { maxAttempts: 1, deadlineMs: left });
     if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
+  }
+
+  /**
+   * A payment in review: ask the provider again, by lookup only (a review is
+   * left on a definitive answer, never by submitting a charge). A final charge
+   * decides it, once; anything else waits for the next re-check, every
+   * REVIEW_RECHECK_INTERVAL_MS until REVIEW_RECHECK_HORIZON_HOURS after the
+   * payment went to review, and then only for an operator.
+   */
+  private async recheckReview(lease: HeldLease, payment: Payment): Promise<ReconcileResult> {
+    const lookup = await this.provider.getCharge(payment.providerKey, {
+      maxAttempts: 1,
+      deadlineMs: this.config.provider.deadlineMs,
+    });
+    if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(lease, payment);
+    const outcome = lookup.kind === 'found' ? outcomeOfCharge(lookup.charge, payment) : undefined;
+    if (outcome && outcome.status !== 'requires_review') {
+      const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+      if (!recorded) return 'skipped';
+      this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
+      return 'settled';
+    }
+    const { reviewRecheckIntervalMs, reviewRecheckHorizonHours } = this.config.reconcile;
+    // updated_at is when the payment went to review: nothing else writes it until it leaves.
+    const reviewEndsAt = payment.updatedAt.getTime() + reviewRecheckHorizonHours * 3_600_000;
+    const last = Date.now() + reviewRecheckIntervalMs >= reviewEndsAt;
+    if (last) this.logger.warn({ msg: 'review re-checks ended; an operator must resolve', paymentId: payment.id });
+    const delayMs = last ? 'never' : reviewRecheckIntervalMs;
+    return (await this.ledger.postpone(lease, payment.id, { delayMs, countAttempt: false })) ? 'postponed' : 'skipped';
   }
 
   /**

@@ -56,7 +56,7 @@ export class LedgerFixtures {
   async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
     const { lease, payment } = await this.claimed(clientId, key);
     await this.dataSource.transaction(async (db) => {
-      await this.payments.transitionFromPending(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+      await this.payments.transition(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
       await this.keys.complete(db, lease, { status: 201, body: '{}' }, TTL_HOURS);
     });
     return { lease, payment };

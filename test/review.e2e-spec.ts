@@ -1,0 +1,136 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import request from 'supertest';
+import { eventually } from './support/eventually';
+import { useInProcessStack } from './support/in-process-app';
+import { TEST_DATABASE_URL } from './support/test-env';
+
+jest.setTimeout(30_000);
+
+/**
+ * requires_review is a state, not an end: the worker keeps asking the
+ * provider and a definitive answer moves the payment once; a retry meanwhile
+ * is told the payment as it is; an operator may resolve it, never against the
+ * provider. The API and worker run in this process, the provider and the
+ * operator command as real processes.
+ */
+describe('payments in review', () => {
+  const stack = useInProcessStack({ providerEnv: { PROVIDER_PENDING_SETTLE_MS: '2500' } });
+
+  /** Sends a payment to review at its first reconciliation attempt without a final answer. */
+  const REVIEW_AT_ONCE = {
+    RECONCILE_INTERVAL_MS: '100',
+    RECONCILE_STALE_AFTER_MS: '0',
+    RECONCILE_MAX_ATTEMPTS: '1',
+  };
+
+  const post = (key: string, payload: object) =>
+    request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', key)
+      .send(payload);
+
+  const statusOf = async (paymentId: string): Promise<string> =>
+    (await request(stack.url).get(`/v1/payments/${paymentId}`).set('Authorization', `Bearer ${stack.apiKey}`)).body
+      .status as string;
+
+  const reaches = (paymentId: string, status: string, timeoutMs = 10_000) =>
+    eventually(async () => ((await statusOf(paymentId)) === status ? true : undefined), {
+      timeoutMs,
+      what: `payment ${paymentId} to be ${status}`,
+    });
+
+  /** `npm run payment:resolve` as a real process: its exit code and its one JSON line. */
+  function resolve(args: string[]): Promise<{ code: number; result: Record<string, unknown> }> {
+    const entry = join(__dirname, '..', 'dist', 'src', 'operator', 'payment-resolve.js');
+    const env = {
+      ...process.env,
+      NODE_ENV: 'test',
+      DATABASE_URL: TEST_DATABASE_URL,
+      PROVIDER_URL: stack.provider.url,
+      QUEUE_PREFIX: stack.config.queuePrefix,
+    };
+    return new Promise((done, fail) => {
+      execFile(process.execPath, [entry, ...args], { env, timeout: 20_000 }, (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        try {
+          done({ code, result: JSON.parse(stdout) as Record<string, unknown> });
+        } catch {
+          fail(new Error(`payment:resolve exited ${code}: ${stdout}${stderr}`));
+        }
+      });
+    });
+  }
+
+  it('leaves review when the re-check finds the charge settled: one charge, 202 meanwhile, then the 201 replayed', async () => {
+    const key = randomUUID();
+    const payload = { amount: 900, currency: 'USD', payment_method: 'pm_card_pending' };
+    const first = await post(key, payload);
+    expect(first.status).toBe(202);
+
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '300' });
+    await reaches(first.body.id, 'requires_review');
+    const meanwhile = await post(key, payload);
+
+    expect(meanwhile.status).toBe(202);
+    expect(meanwhile.headers['retry-after']).toBe('60');
+    expect(meanwhile.headers['idempotent-replayed']).toBeUndefined();
+    expect(meanwhile.body).toMatchObject({ id: first.body.id, status: 'requires_review' });
+
+    await reaches(first.body.id, 'succeeded');
+    const late = await post(key, payload);
+    expect(late.status).toBe(201);
+    expect(late.headers['idempotent-replayed']).toBe('true');
+    expect(late.body).toMatchObject({ id: first.body.id, status: 'succeeded' });
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
+  });
+
+  it('payment:resolve fails a review the provider never received, refusing to call it succeeded; the order is freed', async () => {
+    const key = randomUUID();
+    const payload = { amount: 900, currency: 'USD', payment_method: 'pm_card_unavailable', order_id: 'ord_review' };
+    const first = await post(key, payload);
+    expect(first.status).toBe(202);
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '3600000' });
+    await reaches(first.body.id, 'requires_review');
+
+    const refused = await resolve(['--id', first.body.id, '--status', 'succeeded', '--reason', 'customer says paid']);
+    expect(refused).toMatchObject({ code: 1, result: { resolved: false, refusal: 'provider_never_charged' } });
+    expect(await statusOf(first.body.id)).toBe('requires_review');
+
+    const resolved = await resolve(['--id', first.body.id, '--status', 'failed', '--reason', 'never reached the provider', '--by', 'ops@example']);
+    expect(resolved).toMatchObject({ code: 0, result: { resolved: true, payment: { id: first.body.id, status: 'failed' } } });
+    const [row] = (await stack.dataSource.query('SELECT resolved_by, resolution_reason FROM payments WHERE id = $1', [
+      first.body.id,
+    ])) as { resolved_by: string; resolution_reason: string }[];
+    expect(row).toEqual({ resolved_by: 'ops@example', resolution_reason: 'never reached the provider' });
+
+    const replay = await post(key, payload);
+    expect(replay.status).toBe(402);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    const again = await post(randomUUID(), { ...payload, payment_method: 'pm_card_ok' });
+    expect(again.status).toBe(201);
+    expect(await stack.provider.chargesFor(first.body.id)).toEqual([]);
+  });
+
+  it('payment:resolve refuses to contradict the provider, and refuses a payment that is not in review', async () => {
+    const key = randomUUID();
+    const first = await post(key, { amount: 900, currency: 'USD', payment_method: 'pm_card_pending' });
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '3600000' });
+    await reaches(first.body.id, 'requires_review');
+    await eventually(
+      async () => ((await stack.provider.chargesFor(first.body.id))[0]?.status === 'succeeded' ? true : undefined),
+      { what: 'the provider to settle the charge' },
+    );
+
+    const contradiction = await resolve(['--id', first.body.id, '--status', 'failed', '--reason', 'looks wrong']);
+    expect(contradiction).toMatchObject({ code: 1, result: { resolved: false, refusal: 'provider_contradicts' } });
+    const agreed = await resolve(['--id', first.body.id, '--status', 'succeeded', '--reason', 'provider settled it']);
+    expect(agreed).toMatchObject({ code: 0, result: { resolved: true, payment: { status: 'succeeded' } } });
+
+    const final = await resolve(['--id', first.body.id, '--status', 'succeeded', '--reason', 'twice']);
+    expect(final).toMatchObject({ code: 1, result: { resolved: false, refusal: 'not_in_review' } });
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
+  });
+});
