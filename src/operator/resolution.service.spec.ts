@@ -1,0 +1,96 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { strictMock } from '../common/strict-mock.fixture';
+import { loadConfig } from '../config/app-config';
+import type { IdempotencyRepository } from '../idempotency/idempotency.repository';
+import { Ledger } from '../ledger/ledger.service';
+import { aPayment } from '../payments/payment.fixture';
+import type { PaymentsRepository } from '../payments/payments.repository';
+import type { ProviderClient } from '../provider/provider.client';
+import { type ResolveCommand, ResolutionService } from './resolution.service';
+
+const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
+
+function setup() {
+  const db = {} as EntityManager;
+  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
+  const keys = strictMock<IdempotencyRepository>('keys');
+  const payments = strictMock<PaymentsRepository>('payments');
+  const provider = strictMock<ProviderClient>('provider');
+  const config = loadConfig({});
+  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
+  const sut = new ResolutionService(dataSource as unknown as DataSource, keys, payments, ledger, provider, config);
+  payments.findById = jest.fn().mockResolvedValue(aPayment({ status: 'requires_review' }));
+  keys.takeOverLeaseForPayment = jest.fn(async (_db, _id, token, _ms) => ({ clientId: 'c', key: 'k', token }));
+  /** The refusal path: the lease goes back, nothing is written. */
+  const releases = () => {
+    keys.release = jest.fn().mockResolvedValue(undefined);
+  };
+  /** The resolution path: one fenced transition that stores the final response. */
+  const records = () => {
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.transition = jest.fn(async (_db, id, outcome) =>
+      aPayment({ id, status: outcome.status, providerChargeId: 'providerChargeId' in outcome ? outcome.providerChargeId : null }),
+    );
+    keys.complete = jest.fn().mockResolvedValue(undefined);
+  };
+  return { sut, keys, payments, provider, releases, records };
+}
+
+const command = (status: 'succeeded' | 'failed'): ResolveCommand => ({ paymentId: 'pay_1', status, reason: 'why', by: 'ops' });
+
+describe('ResolutionService', () => {
+  it.each([
+    ['succeeded', { kind: 'found', charge }, 'succeeded'],
+    ['failed', { kind: 'found', charge: { ...charge, status: 'failed', failure_code: 'card_declined' } }, 'failed'],
+    ['failed', { kind: 'not_found' }, 'failed'],
+  ] as const)('resolves %s when the provider agrees (%j)', async (status, lookup, expected) => {
+    const { sut, payments, provider, records } = setup();
+    provider.getCharge = jest.fn().mockResolvedValue(lookup);
+    records();
+
+    const result = await sut.resolve(command(status));
+
+    expect(result).toMatchObject({ resolved: true, payment: { status: expected } });
+    expect(payments.transition).toHaveBeenCalledWith(
+      expect.anything(),
+      'pay_1',
+      expect.objectContaining({ status: expected, resolution: { by: 'ops', reason: 'why' } }),
+    );
+  });
+
+  it.each([
+    ['failed', { kind: 'found', charge }, 'provider_contradicts'],
+    ['succeeded', { kind: 'found', charge: { ...charge, status: 'failed' } }, 'provider_contradicts'],
+    ['succeeded', { kind: 'not_found' }, 'provider_never_charged'],
+    ['failed', { kind: 'found', charge: { ...charge, status: 'pending' } }, 'provider_pending'],
+    ['succeeded', { kind: 'found', charge: { ...charge, amount: 1 } }, 'provider_charge_mismatch'],
+    ['failed', { kind: 'unknown', gaveUp: 'deadline', reason: 'timeout', attempts: 3 }, 'provider_unreachable'],
+  ] as const)('refuses %s when the provider says %j, releasing the lease and writing nothing', async (status, lookup, refusal) => {
+    const { sut, keys, provider, releases } = setup();
+    provider.getCharge = jest.fn().mockResolvedValue(lookup);
+    releases();
+
+    expect(await sut.resolve(command(status))).toMatchObject({ resolved: false, refusal });
+    expect(keys.release).toHaveBeenCalledTimes(1);
+    // keys.lockIfLeaseHeld and payments.transition are not stubbed: nothing was written.
+  });
+
+  it.each([
+    ['missing', undefined, 'payment_not_found'],
+    ['final', aPayment({ status: 'succeeded' }), 'not_in_review'],
+    ['pending', aPayment({ status: 'pending' }), 'not_in_review'],
+  ] as const)('refuses a %s payment without asking the provider', async (_name, payment, refusal) => {
+    const { sut, payments } = setup();
+    payments.findById = jest.fn().mockResolvedValue(payment);
+
+    expect(await sut.resolve(command('failed'))).toMatchObject({ resolved: false, refusal });
+    // provider.getCharge and keys.takeOverLeaseForPayment are not stubbed.
+  });
+
+  it('refuses while someone holds the payment’s lease, without asking the provider', async () => {
+    const { sut, keys } = setup();
+    keys.takeOverLeaseForPayment = jest.fn().mockResolvedValue(undefined);
+
+    expect(await sut.resolve(command('failed'))).toMatchObject({ resolved: false, refusal: 'payment_busy' });
+  });
+});
