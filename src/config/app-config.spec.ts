@@ -64,4 +64,24 @@ describe('loadConfig', () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.provider)).toBe(true);
   });
+
+  describe('the provider events secret', () => {
+    it('takes a whsec_ secret and turns events off with an empty URL', () => {
+      const config = loadConfig({ PROVIDER_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}`, PROVIDER_WEBHOOK_URL: '' });
+      expect(config.providerEvents.secret).toMatch(/^whsec_/);
+      expect(config.mockProvider.webhookUrl).toBeUndefined();
+    });
+
+    it.each(['not-a-secret', 'whsec_c2hvcnQ='])('refuses %s in one line that does not print the secret', (secret) => {
+      expect(() => loadConfig({ PROVIDER_WEBHOOK_SECRET: secret })).toThrow(
+        /^Invalid configuration: PROVIDER_WEBHOOK_SECRET must be whsec_ followed by the base64 of at least 24 bytes/,
+      );
+    });
+
+    it('refuses the development secret in production', () => {
+      expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(
+        'Invalid configuration: PROVIDER_WEBHOOK_SECRET must be set to a secret of its own in production',
+      );
+    });
+  });
 });

@@ -62,6 +62,21 @@ class Reader {
     return value.replace(/\/+$/, '');
   }
 
+  /** A URL, or undefined when the variable is set to the empty string: the feature is off. */
+  urlOrOff(name: string, fallback: string, protocols: string[]): string | undefined {
+    return this.env[name] !== undefined && this.env[name].trim() === '' ? undefined : this.url(name, fallback, protocols);
+  }
+
+  /** A Standard Webhooks secret: `whsec_` and the base64 of at least 24 random bytes. */
+  webhookSecret(name: string, fallback: string): string {
+    const value = this.raw(name, fallback);
+    const key = value.startsWith('whsec_') ? Buffer.from(value.slice(6), 'base64') : Buffer.alloc(0);
+    if (key.length < 24 || !/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(value)) {
+      throw new ConfigError(name, 'must be whsec_ followed by the base64 of at least 24 bytes', `${value.slice(0, 8)}…`);
+    }
+    return value;
+  }
+
   oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
     const value = this.raw(name, fallback);
     if (!(allowed as readonly string[]).includes(value)) {
@@ -100,6 +115,8 @@ const CRASH_POINTS = ['after_claim', 'during_provider_call', 'before_outcome', '
 export type CrashPointName = (typeof CRASH_POINTS)[number];
 /** SIGKILL crashes; SIGSTOP freezes the process until it is sent SIGCONT, as a long stall would. */
 const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
+/** For development and tests only: refused when NODE_ENV is production. */
+const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 
 export function loadConfig(env: Env = process.env) {
   const r = new Reader(env);
@@ -177,6 +194,15 @@ export function loadConfig(env: Env = process.env) {
       pendingSettleMs: r.int('PROVIDER_PENDING_SETTLE_MS', 3_000, 0),
       /** Where charges are journaled so they survive a restart of the provider itself. */
       dataFile: r.optionalString('PROVIDER_DATA_FILE'),
+      /** Where the provider delivers its charge events; undefined (set empty) turns them off. */
+      webhookUrl: r.urlOrOff('PROVIDER_WEBHOOK_URL', 'http://localhost:3000/v1/provider/events', ['http:', 'https:']),
+      /** Share of events delivered a second time, and the random delay before each delivery, for tests. */
+      webhookDuplicateRate: r.ratio('PROVIDER_WEBHOOK_DUPLICATE_RATE', 0),
+      webhookMaxDelayMs: r.int('PROVIDER_WEBHOOK_MAX_DELAY_MS', 0, 0, 600_000),
+    },
+    /** Signs the provider's events (mock provider) and verifies them (API): the same secret on both sides. */
+    providerEvents: {
+      secret: r.webhookSecret('PROVIDER_WEBHOOK_SECRET', DEVELOPMENT_WEBHOOK_SECRET),
     },
     /** Fault injection for the crash tests; refused in production. */
     crashPoint: {
@@ -186,6 +212,9 @@ export function loadConfig(env: Env = process.env) {
   };
   if (config.nodeEnv === 'production' && config.crashPoint.point !== undefined) {
     throw new ConfigError('CRASH_POINT', 'must not be set when NODE_ENV is production', config.crashPoint.point);
+  }
+  if (config.nodeEnv === 'production' && config.providerEvents.secret === DEVELOPMENT_WEBHOOK_SECRET) {
+    throw new ConfigError('PROVIDER_WEBHOOK_SECRET', 'must be set to a secret of its own in production', 'whsec_…');
   }
   if (config.provider.timeoutMs > config.provider.deadlineMs) {
     throw new ConfigError(
