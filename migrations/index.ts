@@ -1,10 +1,12 @@
 import { InitialSchema1795942800000 } from './1795942800000-InitialSchema';
 import { KeyRetentionFromAnswer1796000000000 } from './1796000000000-KeyRetentionFromAnswer';
 import { ReviewIsAState1796100000000 } from './1796100000000-ReviewIsAState';
+import { ProviderEvents1796200000000 } from './1796200000000-ProviderEvents';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
   InitialSchema1795942800000,
   KeyRetentionFromAnswer1796000000000,
   ReviewIsAState1796100000000,
+  ProviderEvents1796200000000,
 ];

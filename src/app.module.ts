@@ -7,6 +7,7 @@ import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
+import { ProviderEventsModule } from './provider-events/provider-events.module';
 
 /** The payments API process. */
 @Module({})
@@ -20,6 +21,7 @@ export class AppModule {
         CrashPointModule,
         DatabaseModule,
         PaymentsModule,
+        ProviderEventsModule,
         HealthModule,
         MetricsModule,
       ],

@@ -16,6 +16,8 @@ export enum ErrorCode {
   Unauthenticated = 'unauthenticated',
   NotFound = 'resource_missing',
   ProviderUnavailable = 'provider_unavailable',
+  WebhookSignatureInvalid = 'webhook_signature_invalid',
+  PaymentBusy = 'payment_busy',
 }
 
 export class DomainError extends CodedError<ErrorCode> {}

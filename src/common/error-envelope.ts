@@ -22,6 +22,7 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
     case TransportErrorCode.BodyInvalidJson:
     case ErrorCode.IdempotencyKeyMissing:
     case ErrorCode.IdempotencyKeyInvalid:
+    case ErrorCode.WebhookSignatureInvalid:
       return [400, 'invalid_request_error'];
     case TransportErrorCode.BodyTooLarge:
       return [413, 'invalid_request_error'];
@@ -38,6 +39,8 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
       return [409, 'idempotency_error'];
     case ErrorCode.OrderAlreadyPaid:
       return [409, 'invalid_request_error'];
+    case ErrorCode.PaymentBusy:
+      return [409, 'api_error'];
     case ErrorCode.IdempotencyKeyReused:
       return [422, 'idempotency_error'];
     case ErrorCode.CardDeclined:

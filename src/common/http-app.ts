@@ -5,6 +5,7 @@ import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
+import { keepRawBody } from './raw-body';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { StrictValidationPipe } from './validation';
 
@@ -18,7 +19,7 @@ const BODY_LIMIT = '64kb';
 export function configureHttpApp(app: INestApplication): void {
   (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
   app.use(httpMetricsMiddleware(app.get(Metrics)));
-  app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json' }));
+  app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json', verify: keepRawBody }));
   // Answered here, before any route or the request logger has run, so that a
   // malformed or oversized body gets its own code (body_invalid_json,
   // body_too_large) and still carries a request id.

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
@@ -65,22 +66,60 @@ export class Ledger {
    * Undefined, with nothing written, when the lease was lost.
    */
   async recordOutcome(lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded | undefined> {
-    return this.withLease(lease, async (db): Promise<Recorded> => {
-      const payment = await this.payments.transition(db, paymentId, outcome);
-      // Only a lease holder decides a payment, and it completes the key in the
-      // same commit: a final payment under a live lease means the schema's
-      // invariants were bypassed.
-      if (!payment) throw notUndecidedUnderLease(paymentId);
-      if (payment.status === 'requires_review') {
-        const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
-        await this.payments.scheduleReconciliation(db, paymentId, { delayMs, countAttempt: false });
-        await this.keys.release(db, lease);
-        return { payment };
-      }
-      const response = finalResponseFor(payment);
-      await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
-      return { payment, response };
-    });
+    return this.withLease(lease, (db) => this.applyUnderLease(db, lease, paymentId, outcome));
+  }
+
+  /**
+   * A provider event's effect, inside the consumer's transaction (the one
+   * that records the message as processed), under the same fence as every
+   * other writer: the payment's lease is taken in this transaction, then the
+   * charge's version is moved forward and, when the event carries a final
+   * outcome for an undecided payment, the outcome is applied. Locks are taken
+   * key row first, payment row second, as the request and the worker do, so
+   * concurrent writers queue and never deadlock.
+   *
+   * - 'stale': the version is not newer than the last applied; nothing changes;
+   * - 'noted': the version moved forward, the payment did not (a pending
+   *   charge, or a payment already final);
+   * - 'applied': the payment moved to the event's final outcome;
+   * - 'busy': a request or the worker holds the lease right now: the caller
+   *   rolls back and the event, redelivered, is applied later.
+   */
+  async applyProviderEvent(
+    db: EntityManager,
+    payment: Payment,
+    event: { version: number; outcome?: FinalOutcome },
+  ): Promise<'stale' | 'noted' | 'applied' | 'busy'> {
+    const undecided = payment.status === 'pending' || payment.status === 'requires_review';
+    if (!event.outcome || !undecided) {
+      return (await this.payments.advanceProviderVersion(db, payment.id, event.version)) ? 'noted' : 'stale';
+    }
+    const lease = await this.keys.takeOverLeaseForPayment(db, payment.id, randomUUID(), this.config.idempotency.leaseMs);
+    if (!lease) return 'busy';
+    if (!(await this.payments.advanceProviderVersion(db, payment.id, event.version))) {
+      await this.keys.release(db, lease);
+      return 'stale';
+    }
+    await this.applyUnderLease(db, lease, payment.id, event.outcome);
+    return 'applied';
+  }
+
+  /** The body of every decision: the transition, and what the key keeps, in the caller's transaction. */
+  private async applyUnderLease(db: EntityManager, lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded> {
+    const payment = await this.payments.transition(db, paymentId, outcome);
+    // Only a lease holder decides a payment, and it completes the key in the
+    // same commit: a final payment under a live lease means the schema's
+    // invariants were bypassed.
+    if (!payment) throw notUndecidedUnderLease(paymentId);
+    if (payment.status === 'requires_review') {
+      const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
+      await this.payments.scheduleReconciliation(db, paymentId, { delayMs, countAttempt: false });
+      await this.keys.release(db, lease);
+      return { payment };
+    }
+    const response = finalResponseFor(payment);
+    await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
+    return { payment, response };
   }
 
   /**

@@ -59,6 +59,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly providerEvents = new Counter({
+    name: 'provider_events_total',
+    help: 'Provider events received, by result: applied, noted, duplicate, stale, unknown_charge, rejected (bad signature).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   readonly prunedKeys = new Counter({
     name: 'idempotency_keys_pruned_total',
     help: 'Expired idempotency keys deleted by the worker.',

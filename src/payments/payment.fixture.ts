@@ -20,6 +20,7 @@ export function aPayment(overrides: Partial<Payment> = {}): Payment {
     nextReconcileAt: new Date('2026-11-29T09:00:00Z'),
     resolvedBy: null,
     resolutionReason: null,
+    providerVersion: 0,
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

@@ -45,6 +45,24 @@ export class PaymentsRepository {
     return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1 AND client_id = $2`, [id, clientId]);
   }
 
+  /** The payment a provider charge belongs to (the provider key is unique to one payment). */
+  async findByProviderKey(db: EntityManager, providerKey: string): Promise<Payment | undefined> {
+    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE provider_key = $1`, [providerKey]);
+  }
+
+  /**
+   * Moves the applied provider version forward; false when `version` is not
+   * newer than the last one applied: a late or repeated event, to ignore.
+   */
+  async advanceProviderVersion(db: EntityManager, id: string, version: number): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `UPDATE payments SET provider_version = $2 WHERE id = $1 AND provider_version < $2 RETURNING 1`,
+      [id, version],
+    );
+    return rows.length === 1;
+  }
+
   /**
    * One page of a client's payments, newest first, after the cursor payment.
    * Fetches one row more than asked to tell whether another page follows.

@@ -21,6 +21,8 @@ export const paymentsTable = defineTable('payments', {
   /** Who resolved a review, and why: both set by payment:resolve, or neither. */
   resolvedBy: col.text('resolved_by').orNull(),
   resolutionReason: col.text('resolution_reason').orNull(),
+  /** The version of the provider's charge last applied from a provider event (0: none yet). */
+  providerVersion: col.integer('provider_version'),
   createdAt: col.timestamptz('created_at'),
   updatedAt: col.timestamptz('updated_at'),
 });

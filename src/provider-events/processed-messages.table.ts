@@ -1,0 +1,10 @@
+import { type RecordOf, col, defineTable } from '../database/table';
+
+export const processedMessagesTable = defineTable('processed_messages', {
+  consumer: col.text('consumer'),
+  messageId: col.text('message_id'),
+  processedAt: col.timestamptz('processed_at'),
+});
+
+/** A message a consumer has applied: its effect committed in the same transaction as this row. */
+export type ProcessedMessage = RecordOf<typeof processedMessagesTable>;

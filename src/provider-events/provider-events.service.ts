@@ -1,0 +1,103 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
+import { DataSource } from 'typeorm';
+import { DomainError, ErrorCode } from '../common/domain-error';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
+import { Ledger } from '../ledger/ledger.service';
+import { Metrics } from '../metrics/metrics';
+import { outcomeOfCharge } from '../payments/payment-outcome';
+import { PaymentsRepository } from '../payments/payments.repository';
+import { type ProviderEvent, parseProviderEvent } from './provider-event';
+import { ProcessedMessagesRepository } from './processed-messages.repository';
+
+/** The consumer name under which provider events are recorded as processed. */
+const CONSUMER = 'provider-events';
+/** A payment busy with a request or the worker frees up within a lease; the provider retries with backoff anyway. */
+const BUSY_RETRY_AFTER_SECONDS = 1;
+
+export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown_charge';
+
+/**
+ * Consumes the provider's charge events, delivered at least once and in any
+ * order, so that each has its effect at most once: in ONE transaction the
+ * message is recorded as processed (a duplicate finds its row), the charge's
+ * version is moved forward (an older event finds a newer version), and a
+ * final charge moves its undecided payment through the ledger's fenced
+ * transition, storing the final response on the key. The caller answers 2xx
+ * only after that commit, so an event whose effect did not commit comes again.
+ */
+@Injectable()
+export class ProviderEventsService {
+  private readonly logger = new Logger(ProviderEventsService.name);
+  private readonly webhook: Webhook;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly messages: ProcessedMessagesRepository,
+    private readonly payments: PaymentsRepository,
+    private readonly ledger: Ledger,
+    private readonly metrics: Metrics,
+    @InjectConfig() config: AppConfig,
+  ) {
+    this.webhook = new Webhook(config.providerEvents.secret);
+  }
+
+  /**
+   * Verifies the Standard Webhooks signature over the exact bytes received
+   * (and the timestamp, within five minutes) before anything is read or written.
+   */
+  async receive(rawBody: Buffer | undefined, headers: Record<string, string | string[] | undefined>): Promise<EventResult> {
+    let body: unknown;
+    const signed = singleValued(headers);
+    try {
+      body = this.webhook.verify(rawBody ?? Buffer.alloc(0), signed);
+    } catch (error) {
+      if (!(error instanceof WebhookVerificationError)) throw error;
+      this.metrics.providerEvents.inc({ result: 'rejected' });
+      throw new DomainError(ErrorCode.WebhookSignatureInvalid, `The event's signature does not verify: ${error.message}.`);
+    }
+    const event = parseProviderEvent(body);
+    // The signature covers webhook-id; the processed record is keyed by the event's id: they must be one.
+    if (signed['webhook-id'] !== event.id) {
+      throw new DomainError(ErrorCode.ParameterInvalid, 'webhook-id is not the id of the event it carries.', {
+        param: 'webhook-id',
+      });
+    }
+    const result = await this.consume(event);
+    this.metrics.providerEvents.inc({ result });
+    return result;
+  }
+
+  private async consume(event: ProviderEvent): Promise<EventResult> {
+    return this.dataSource.transaction(async (db): Promise<EventResult> => {
+      if (!(await this.messages.record(db, CONSUMER, event.id))) return 'duplicate';
+      const payment = await this.payments.findByProviderKey(db, event.data.providerKey);
+      if (!payment) return 'unknown_charge';
+      const outcome = outcomeOfCharge(event.data.charge, payment);
+      // A charge for another amount is never taken from an event: reconciliation sends it to review.
+      const final = outcome && outcome.status !== 'requires_review' ? outcome : undefined;
+      const result = await this.ledger.applyProviderEvent(db, payment, { version: event.data.version, outcome: final });
+      if (result === 'busy') {
+        // Rolls back the processed record with everything else: the redelivery applies it.
+        throw new DomainError(ErrorCode.PaymentBusy, 'The payment is being worked on; deliver the event again.', {
+          retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS,
+        });
+      }
+      if (result === 'applied') {
+        this.logger.log({ msg: 'payment settled by a provider event', paymentId: payment.id, status: final?.status });
+      }
+      return result;
+    });
+  }
+}
+
+/** Standard Webhooks headers are single-valued; a repeated one is taken as its first value. */
+function singleValued(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(headers).flatMap(([name, value]) => {
+      const first = Array.isArray(value) ? value[0] : value;
+      return first === undefined ? [] : [[name, first]];
+    }),
+  );
+}
