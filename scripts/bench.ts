@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   let api: ApiProcess | undefined;
   try {
     await migrate(dataSource);
-    await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients CASCADE');
+    await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
     const client = await new ClientsService(new ClientsRepository(dataSource)).create('bench');
 
     const quiet = { LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, QUEUE_PREFIX: 'bench' };

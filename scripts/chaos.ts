@@ -112,7 +112,7 @@ async function prepareDatabase(databaseUrl: string, merchants: number): Promise<
   await ensureDatabase(databaseUrl);
   const dataSource = await createDataSource({ databaseUrl }).initialize();
   await migrate(dataSource);
-  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients CASCADE');
+  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
   const service = new ClientsService(new ClientsRepository(dataSource));
   const clients: ChaosClient[] = [];
   for (let i = 0; i < merchants; i++) {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { Webhook } from 'standardwebhooks';
+import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 
 /**
@@ -57,10 +58,6 @@ describe('POST /v1/provider/events', () => {
     const [{ n }] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM processed_messages')) as { n: number }[];
     return n;
   }
-
-  beforeEach(async () => {
-    await stack.dataSource.query('TRUNCATE processed_messages');
-  });
 
   it('settles a pending payment from a final charge event, once; the retry then replays the stored 201', async () => {
     const { paymentId, key, eventOf } = await pendingPayment();
@@ -168,5 +165,77 @@ describe('POST /v1/provider/events', () => {
     ]);
     expect((await deliver(event)).body.result).toBe('applied');
     expect(await paymentStatus(paymentId)).toBe('succeeded');
+  });
+});
+
+/**
+ * The mock provider's own events, delivered at least once with duplicates
+ * and random delays (so out of order), to an API with no worker: only the
+ * events can settle what the requests left pending.
+ */
+describe('provider events from the provider, duplicated and reordered', () => {
+  jest.setTimeout(30_000);
+  const stack = useInProcessStack({
+    providerEvents: true,
+    providerEnv: {
+      PROVIDER_PENDING_SETTLE_MS: '800',
+      PROVIDER_WEBHOOK_DUPLICATE_RATE: '0.5',
+      PROVIDER_WEBHOOK_MAX_DELAY_MS: '300',
+    },
+  });
+
+  interface EmittedEvent {
+    id: string;
+    data: { provider_key: string; version: number; status: string };
+  }
+
+  it('ends every payment in its charge’s final state, each event recorded once, no version going back', async () => {
+    const methods = ['pm_card_pending', 'pm_card_ok', 'pm_card_declined'];
+    const created = await Promise.all(
+      Array.from({ length: 24 }, (_, index) =>
+        request(stack.url)
+          .post('/v1/payments')
+          .set('Authorization', `Bearer ${stack.apiKey}`)
+          .set('Idempotency-Key', randomUUID())
+          .send({ amount: 100 + index, currency: 'EUR', payment_method: methods[index % methods.length] }),
+      ),
+    );
+    const pending = created.filter((res) => res.status === 202).map((res) => res.body.id as string);
+    expect(pending).toHaveLength(8);
+
+    const emitted = async () => (await (await fetch(`${stack.provider.url}/events`)).json()) as EmittedEvent[];
+    const recorded = async () =>
+      new Set(
+        ((await stack.dataSource.query('SELECT message_id FROM processed_messages')) as { message_id: string }[]).map(
+          (row) => row.message_id,
+        ),
+      );
+    // Every charge's last event is in; every event the provider emitted is recorded as processed.
+    await eventually(
+      async () => {
+        const events = await emitted();
+        const seen = await recorded();
+        return events.length === 24 + 8 && events.every((event) => seen.has(event.id)) ? true : undefined;
+      },
+      { timeoutMs: 20_000, what: 'every emitted event to be recorded as processed' },
+    );
+
+    const events = await emitted();
+    const rows = (await stack.dataSource.query(
+      'SELECT id, status, provider_key, provider_version FROM payments',
+    )) as { id: string; status: string; provider_key: string; provider_version: number }[];
+    for (const payment of rows) {
+      const own = events.filter((event) => event.data.provider_key === payment.provider_key);
+      const last = own.reduce((a, b) => (b.data.version > a.data.version ? b : a));
+      expect({ id: payment.id, status: payment.status, version: payment.provider_version }).toEqual({
+        id: payment.id,
+        status: last.data.status,
+        version: last.data.version,
+      });
+      expect(await stack.provider.chargesFor(payment.id)).toHaveLength(1);
+    }
+    expect((await recorded()).size).toBe(events.length);
+    const metrics = await (await fetch(`${stack.url}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`provider_events_total\\{result="applied"\\} ${pending.length}\\b`));
   });
 });

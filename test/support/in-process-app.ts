@@ -5,6 +5,7 @@ import { Test } from '@nestjs/testing';
 import type { App } from 'supertest/types';
 import { DataSource } from 'typeorm';
 import { type ProviderProcess, startProvider } from '../../scripts/lib/processes';
+import { freePort } from '../../scripts/lib/private-redis';
 import { AppModule } from '../../src/app.module';
 import { configureHttpApp } from '../../src/common/http-app';
 import type { AppConfig } from '../../src/config/app-config';
@@ -37,6 +38,12 @@ export interface InProcessStackOptions {
   config?: Env;
   /** The name of the API client made for each test. */
   client?: string;
+  /**
+   * The provider delivers its charge events to this stack's API (off by
+   * default, so that only reconciliation settles what the request did not).
+   * Not with a provider the caller runs.
+   */
+  providerEvents?: boolean;
 }
 
 /**
@@ -59,11 +66,14 @@ export class InProcessStack {
   constructor(private readonly options: InProcessStackOptions) {}
 
   async start(): Promise<this> {
-    const { provider, providerEnv, config } = this.options;
+    const { provider, providerEnv, config, providerEvents = false } = this.options;
+    // The provider starts first (the API needs its URL), so the API's port is chosen before either.
+    const apiPort = await freePort();
     if (provider) {
       this.provider = provider;
     } else {
-      const started = await startProvider(providerEnv);
+      const webhookUrl = providerEvents ? `http://127.0.0.1:${apiPort}/v1/provider/events` : '';
+      const started = await startProvider({ PROVIDER_WEBHOOK_URL: webhookUrl, ...providerEnv });
       this.provider = started;
       this.teardown.push(() => started.stop());
     }
@@ -73,7 +83,7 @@ export class InProcessStack {
     const { app, dataSource } = await startApi(this.config);
     this.app = app;
     this.teardown.push(() => app.close());
-    await app.listen(0, '127.0.0.1');
+    await app.listen(apiPort, '127.0.0.1');
     this.url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
     this.dataSource = dataSource;
     return this;
