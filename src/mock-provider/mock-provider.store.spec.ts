@@ -18,8 +18,9 @@ const record = (key: string, overrides: Partial<ChargeRecord> = {}): ChargeRecor
   ...overrides,
 });
 
+const EMITTED = new Date('2026-01-01T00:00:01.000Z');
 const event = (key: string, version: number) =>
-  chargeEvent(record(key, { status: 'pending' }), version, `evt_${key}_${version}`, new Date('2026-01-01T00:00:01.000Z'));
+  chargeEvent(record(key, { status: 'pending' }), version, `evt_${key}_${version}`, EMITTED);
 
 describe(MockProviderStore.name, () => {
   let dir: string;
