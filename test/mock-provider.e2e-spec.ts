@@ -1,8 +1,12 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
 import { type Charge, type ProviderProcess, startProvider } from '../scripts/lib/processes';
+import type { ChargeEvent } from '../src/mock-provider/mock-provider.types';
 import { eventually } from './support/eventually';
 
 jest.setTimeout(30_000);
@@ -44,6 +48,7 @@ describe('mock provider (spawned process)', () => {
 
   beforeAll(async () => {
     provider = await startProvider({
+      PROVIDER_WEBHOOK_URL: '',
       LOG_LEVEL: 'info',
       PROVIDER_SLOW_REPLY_MS: String(SLOW_REPLY_MS),
       PROVIDER_PENDING_SETTLE_MS: '1000',
@@ -271,6 +276,24 @@ describe('mock provider (spawned process)', () => {
     expect(new Set(charges.map((charge) => charge.id))).toEqual(new Set([held[0]!.id]));
   });
 
+  it('with PROVIDER_WEBHOOK_URL empty, records and lists each event without delivering it', async () => {
+    const key = newKey();
+    const charge = (await (await postCharge(provider, key, chargeBody('pm_card_declined'))).json()) as Charge;
+
+    const listed = (await provider.events()).filter((event) => event.data.provider_key === key);
+
+    expect(listed).toEqual([
+      {
+        id: expect.stringMatching(/^evt_/),
+        type: 'charge.failed',
+        created_at: expect.any(String),
+        data: { ...charge, provider_key: key, version: 1 },
+        delivered: false,
+        attempts: 0,
+      },
+    ]);
+  });
+
   it('logs the incoming X-Request-Id with the request', async () => {
     const requestId = `req_${randomUUID()}`;
 
@@ -301,7 +324,7 @@ describe('mock provider restarts', () => {
   });
 
   const start = async (env: Record<string, string>) => {
-    const provider = await startProvider(env);
+    const provider = await startProvider({ PROVIDER_WEBHOOK_URL: '', ...env });
     running.push(provider);
     return provider;
   };
@@ -364,6 +387,7 @@ describe('mock provider with PROVIDER_FAILURE_RATE=1 and PROVIDER_LATENCY_MS', (
 
   beforeAll(async () => {
     provider = await startProvider({
+      PROVIDER_WEBHOOK_URL: '',
       PROVIDER_FAILURE_RATE: '1',
       PROVIDER_LATENCY_MS: String(LATENCY_MS),
     });
@@ -395,5 +419,304 @@ describe('mock provider with PROVIDER_FAILURE_RATE=1 and PROVIDER_LATENCY_MS', (
     expect(read.status).toBe(503);
     expect(list.status).toBe(200);
     expect(health.status).toBe(200);
+  });
+});
+
+/** One POST the receiver got, with the status it answered. */
+interface Delivery {
+  headers: Record<string, string>;
+  body: string;
+  event: ChargeEvent;
+  status: number;
+}
+
+/**
+ * A webhook receiver on 127.0.0.1 in the test process. `answer` picks each
+ * reply's status, given the deliveries of that event id so far (this one included).
+ */
+async function startReceiver() {
+  const deliveries: Delivery[] = [];
+  const receiver = {
+    url: '',
+    deliveries,
+    answer: (_sameId: Delivery[]): number => 200,
+    of: (key: string) => deliveries.filter((delivery) => delivery.event.data.provider_key === key),
+    close: () => new Promise<void>((done) => server.close(() => done())),
+  };
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const headers = Object.fromEntries(
+        Object.entries(request.headers).map(([name, value]) => [name, String(value)]),
+      );
+      const delivery: Delivery = { headers, body, event: JSON.parse(body) as ChargeEvent, status: 0 };
+      deliveries.push(delivery);
+      delivery.status = receiver.answer(deliveries.filter((each) => each.event.id === delivery.event.id));
+      response.writeHead(delivery.status).end();
+    });
+  });
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/provider/events`;
+  return receiver;
+}
+
+const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+const summary = (events: { type: string; data: { version: number } }[]) =>
+  events.map((event) => `${event.type} v${event.data.version}`);
+
+/** Once `count` deliveries of `key` were acknowledged, and the provider journaled it. */
+const acknowledged = (receiver: Awaited<ReturnType<typeof startReceiver>>, key: string, count: number) =>
+  eventually(
+    () => {
+      const done = receiver.of(key).filter((delivery) => delivery.status === 200);
+      return done.length >= count ? done : undefined;
+    },
+    { what: `${count} acknowledged deliveries for ${key}` },
+  );
+
+describe('mock provider events (spawned process, real receiver)', () => {
+  const SETTLE_MS = 1_000;
+  const secret = newWebhookSecret();
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let provider: ProviderProcess;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    provider = await startProvider({
+      PROVIDER_WEBHOOK_URL: receiver.url,
+      PROVIDER_WEBHOOK_SECRET: secret,
+      PROVIDER_PENDING_SETTLE_MS: String(SETTLE_MS),
+    });
+  });
+
+  afterEach(() => {
+    receiver.answer = () => 200;
+  });
+
+  afterAll(async () => {
+    await provider?.stop();
+    await receiver?.close();
+  });
+
+  it('emits one signed event per change, versions growing; a pending charge settles by itself', async () => {
+    const [ok, declined, pending] = [newKey(), newKey(), newKey()];
+    const charges = new Map<string, Charge>();
+    for (const [key, method] of [
+      [ok, 'pm_card_ok'],
+      [declined, 'pm_card_declined'],
+      [pending, 'pm_card_pending'],
+    ] as const) {
+      charges.set(key, (await (await postCharge(provider, key, chargeBody(method))).json()) as Charge);
+    }
+
+    // Nobody reads the pending charge: its settle must come from the provider's own timer.
+    await acknowledged(receiver, pending, 2);
+    await acknowledged(receiver, ok, 1);
+    await acknowledged(receiver, declined, 1);
+
+    const all = [ok, declined, pending].flatMap((key) => receiver.of(key));
+    for (const { headers, body, event } of all) {
+      expect(new Webhook(secret).verify(body, headers)).toEqual(event);
+      expect(headers['content-type']).toBe('application/json');
+      expect(headers['webhook-id']).toBe(event.id);
+      expect(Math.abs(Number(headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(60);
+    }
+    const dataOf = (key: string, version: number) => ({ ...charges.get(key)!, provider_key: key, version });
+    expect(receiver.of(ok).map((delivery) => delivery.event)).toEqual([
+      {
+        id: expect.stringMatching(/^evt_/),
+        type: 'charge.succeeded',
+        created_at: expect.any(String),
+        data: dataOf(ok, 1),
+      },
+    ]);
+    expect(summary(receiver.of(declined).map((delivery) => delivery.event))).toEqual(['charge.failed v1']);
+    const [created, settled] = receiver
+      .of(pending)
+      .map((delivery) => delivery.event)
+      .sort((a, b) => a.data.version - b.data.version);
+    expect(created!.data).toEqual(dataOf(pending, 1));
+    expect(created!.type).toBe('charge.pending');
+    expect(settled!.data).toEqual({ ...dataOf(pending, 2), status: 'succeeded' });
+    expect(settled!.type).toBe('charge.succeeded');
+    expect(settled!.id).not.toBe(created!.id);
+    const settlesAt = Date.parse(charges.get(pending)!.created_at) + SETTLE_MS;
+    expect(Date.parse(settled!.created_at)).toBeGreaterThanOrEqual(settlesAt);
+  });
+
+  it('redelivers an event, with the same webhook-id, until the receiver answers 2xx', async () => {
+    const key = newKey();
+    receiver.answer = (sameId) => (sameId.length <= 3 ? 500 : 200);
+
+    await postCharge(provider, key, chargeBody('pm_card_ok'));
+    await acknowledged(receiver, key, 1);
+    const listed = await eventually(
+      async () => (await provider.events()).find((event) => event.data.provider_key === key && event.delivered),
+      { what: 'the event to be listed as delivered' },
+    );
+
+    const deliveries = receiver.of(key);
+    expect(deliveries.map((delivery) => delivery.status)).toEqual([500, 500, 500, 200]);
+    expect(new Set(deliveries.map((delivery) => delivery.headers['webhook-id']))).toEqual(new Set([listed.id]));
+    expect(new Set(deliveries.map((delivery) => delivery.body)).size).toBe(1);
+    for (const { headers, body } of deliveries) expect(() => new Webhook(secret).verify(body, headers)).not.toThrow();
+    expect(listed).toMatchObject({ delivered: true, attempts: 4 });
+  });
+
+  it('GET /events lists every event as sent, oldest first, with its delivery state', async () => {
+    const [first, second] = [newKey(), newKey()];
+    await postCharge(provider, first, chargeBody('pm_card_ok'));
+    await postCharge(provider, second, chargeBody('pm_card_declined'));
+    await acknowledged(receiver, first, 1);
+    await acknowledged(receiver, second, 1);
+
+    const listed = await eventually(
+      async () => {
+        const events = await provider.events();
+        const ours = events.filter((event) => [first, second].includes(event.data.provider_key));
+        return ours.length === 2 && ours.every((event) => event.delivered) ? { events, ours } : undefined;
+      },
+      { what: 'both events listed as delivered' },
+    );
+
+    const sent = [first, second].map((key) => receiver.of(key)[0]!.event);
+    expect(listed.ours).toEqual(sent.map((event) => ({ ...event, delivered: true, attempts: 1 })));
+    const createdAt = listed.events.map((event) => Date.parse(event.created_at));
+    expect(createdAt).toEqual([...createdAt].sort((a, b) => a - b));
+  });
+});
+
+describe('mock provider events with the test knobs', () => {
+  const running: ProviderProcess[] = [];
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+  });
+
+  afterAll(async () => {
+    await Promise.all(running.map((provider) => provider.stop()));
+    await receiver?.close();
+  });
+
+  const start = async (env: Record<string, string>) => {
+    const provider = await startProvider({ PROVIDER_WEBHOOK_URL: receiver.url, ...env });
+    running.push(provider);
+    return provider;
+  };
+
+  it('with PROVIDER_WEBHOOK_DUPLICATE_RATE=1, every event arrives twice with the same id and body', async () => {
+    const provider = await start({ PROVIDER_WEBHOOK_DUPLICATE_RATE: '1' });
+    const keys = [newKey(), newKey(), newKey()];
+
+    for (const key of keys) await postCharge(provider, key, chargeBody('pm_card_ok'));
+    for (const key of keys) await acknowledged(receiver, key, 2);
+
+    for (const key of keys) {
+      const [once, twice] = receiver.of(key);
+      expect(twice!.headers['webhook-id']).toBe(once!.headers['webhook-id']);
+      expect(twice!.body).toBe(once!.body);
+    }
+    const listed = (await provider.events()).filter((event) => keys.includes(event.data.provider_key));
+    expect(listed.map((event) => [event.delivered, event.attempts])).toEqual(keys.map(() => [true, 1]));
+  });
+
+  it('with PROVIDER_WEBHOOK_MAX_DELAY_MS, every event still arrives, once', async () => {
+    const provider = await start({ PROVIDER_WEBHOOK_MAX_DELAY_MS: '300' });
+    const keys = Array.from({ length: 10 }, newKey);
+
+    await Promise.all(keys.map((key) => postCharge(provider, key, chargeBody('pm_card_declined'))));
+    for (const key of keys) await acknowledged(receiver, key, 1);
+
+    expect(keys.map((key) => receiver.of(key).length)).toEqual(keys.map(() => 1));
+  });
+});
+
+describe('mock provider events across restarts (PROVIDER_DATA_FILE)', () => {
+  const running: ProviderProcess[] = [];
+  let dir: string;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mock-provider-events-e2e-'));
+    receiver = await startReceiver();
+  });
+
+  afterEach(() => {
+    receiver.answer = () => 200;
+  });
+
+  afterAll(async () => {
+    await Promise.all(running.map((provider) => provider.stop()));
+    await receiver?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = async (env: Record<string, string>) => {
+    const provider = await startProvider({ PROVIDER_WEBHOOK_URL: receiver.url, ...env });
+    running.push(provider);
+    return provider;
+  };
+
+  /** A bound on stop(): a provider that hangs on its retries is SIGKILLed and fails the exit check. */
+  const STOP_GRACE_MS = 3_000;
+
+  it('delivers after a restart an event no receiver acknowledged before the stop, with the same id', async () => {
+    const env = { PROVIDER_DATA_FILE: join(dir, 'unacknowledged.jsonl') };
+    receiver.answer = () => 503;
+    const first = await start(env);
+    const key = newKey();
+    await postCharge(first, key, chargeBody('pm_card_ok'));
+    await eventually(() => (receiver.of(key).length >= 2 ? true : undefined), { what: 'two refused deliveries' });
+
+    const exit = await first.stop(STOP_GRACE_MS);
+    receiver.answer = () => 200;
+    const second = await start(env);
+    const [delivered] = await acknowledged(receiver, key, 1);
+
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(new Set(receiver.of(key).map((delivery) => delivery.event.id))).toEqual(new Set([delivered!.event.id]));
+    const listed = await eventually(
+      async () => (await second.events()).find((event) => event.id === delivered!.event.id && event.delivered),
+      { what: 'the event listed as delivered after the restart' },
+    );
+    expect(listed).toEqual({ ...delivered!.event, delivered: true, attempts: expect.any(Number) });
+  });
+
+  it('settles a pending charge after a restart from the journal, and emits no change twice', async () => {
+    const env = { PROVIDER_DATA_FILE: join(dir, 'pending.jsonl'), PROVIDER_PENDING_SETTLE_MS: '1500' };
+    const first = await start(env);
+    const key = newKey();
+    await postCharge(first, key, chargeBody('pm_card_pending'));
+    await acknowledged(receiver, key, 1);
+    const creation = async () => (await first.events()).find((event) => event.data.provider_key === key);
+    await eventually(async () => ((await creation())?.delivered ? true : undefined), {
+      what: 'the creation event journaled as delivered',
+    });
+    expect(await first.stop(STOP_GRACE_MS)).toEqual({ code: 0, signal: null });
+
+    // Down at the settle time: the next start re-arms the timer from the journal.
+    const second = await start(env);
+    await acknowledged(receiver, key, 2);
+    const emitted = (await second.events()).filter((event) => event.data.provider_key === key);
+    await eventually(async () => ((await second.events()).every((event) => event.delivered) ? true : undefined), {
+      what: 'the settle journaled as delivered',
+    });
+    expect(await second.stop(STOP_GRACE_MS)).toEqual({ code: 0, signal: null });
+
+    const third = await start(env);
+    // Any re-emission would happen on start, before the provider answers: it would be listed by now.
+    const afterRestart = (await third.events()).filter((event) => event.data.provider_key === key);
+    const sentinel = newKey();
+    await postCharge(third, sentinel, chargeBody('pm_card_ok'));
+    await acknowledged(receiver, sentinel, 1);
+
+    expect(summary(emitted)).toEqual(['charge.pending v1', 'charge.succeeded v2']);
+    expect(afterRestart.map((event) => event.id)).toEqual(emitted.map((event) => event.id));
+    const received = receiver.of(key).map((delivery) => delivery.event);
+    expect(summary(received)).toEqual(['charge.pending v1', 'charge.succeeded v2']);
   });
 });

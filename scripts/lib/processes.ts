@@ -12,9 +12,9 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { Charge } from '../../src/mock-provider/mock-provider.types';
+import type { Charge, ListedChargeEvent } from '../../src/mock-provider/mock-provider.types';
 
-export type { Charge };
+export type { Charge, ListedChargeEvent };
 
 /** dist/src, whether this file runs from source (ts-jest) or compiled into dist/scripts/lib. */
 const DIST_SRC = __dirname.includes(`${sep}dist${sep}`)
@@ -88,6 +88,8 @@ export interface ProviderProcess extends HttpProcess {
   charges(): Promise<Charge[]>;
   /** The charges for one payment: the API sends the payment id as the charge's reference. */
   chargesFor(paymentId: string): Promise<Charge[]>;
+  /** Every event the provider emitted, oldest first, with its delivery state (GET /events). */
+  events(): Promise<ListedChargeEvent[]>;
 }
 
 type Env = Record<string, string>;
@@ -122,15 +124,17 @@ export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> 
 /** The mock provider on a random port (PROVIDER_PORT=0 unless env sets one), once GET /health answers. */
 export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
   const http = await listening(launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', ...env }), '/health');
-  const charges = async () => {
-    const response = await fetch(`${http.url}/charges`);
-    if (response.status !== 200) throw new Error(`GET /charges answered ${response.status}`);
-    return (await response.json()) as Charge[];
+  const read = async <T>(path: string): Promise<T> => {
+    const response = await fetch(`${http.url}${path}`);
+    if (response.status !== 200) throw new Error(`GET ${path} answered ${response.status}`);
+    return (await response.json()) as T;
   };
+  const charges = () => read<Charge[]>('/charges');
   return {
     ...http,
     charges,
     chargesFor: async (paymentId) => (await charges()).filter((charge) => charge.reference === paymentId),
+    events: () => read<ListedChargeEvent[]>('/events'),
   };
 }
 

@@ -2,13 +2,17 @@ import { Body, Controller, Get, Param, Post, Res, UseInterceptors } from '@nestj
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Response } from 'express';
 import { CreateChargeDto, IdempotencyKey } from './mock-provider.dto';
+import { ChargeEventEmitter } from './mock-provider.emitter';
 import { FaultInjectionInterceptor } from './mock-provider.interceptor';
 import { MockProviderService } from './mock-provider.service';
-import type { Charge } from './mock-provider.types';
+import type { Charge, ListedChargeEvent } from './mock-provider.types';
 
 @Controller()
 export class MockProviderController {
-  constructor(private readonly service: MockProviderService) {}
+  constructor(
+    private readonly service: MockProviderService,
+    private readonly events: ChargeEventEmitter,
+  ) {}
 
   @Get('health')
   health(): { status: 'ok' } {
@@ -24,6 +28,12 @@ export class MockProviderController {
   @UseInterceptors(FaultInjectionInterceptor)
   get(@Param('providerKey') providerKey: string): Charge {
     return this.service.getCharge(providerKey);
+  }
+
+  /** Every event emitted, oldest first, with its delivery state; spared fault injection, like GET /charges. */
+  @Get('events')
+  listEvents(): ListedChargeEvent[] {
+    return this.events.listEvents();
   }
 
   /** Replies by hand: the lost-response token must be able to not reply at all. */

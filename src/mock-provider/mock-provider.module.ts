@@ -5,7 +5,9 @@ import { LoggerModule } from 'nestjs-pino';
 import type { AppConfig } from '../config/app-config';
 import { ConfigModule } from '../config/config.module';
 import { MockProviderController } from './mock-provider.controller';
+import { EventDelivery } from './mock-provider.delivery';
 import { mockProviderValidationPipe } from './mock-provider.dto';
+import { ChargeEventEmitter } from './mock-provider.emitter';
 import { MockProviderErrorFilter } from './mock-provider.filter';
 import { MockProviderService } from './mock-provider.service';
 import { MockProviderStore } from './mock-provider.store';
@@ -42,6 +44,8 @@ export class MockProviderModule {
           useFactory: () => MockProviderStore.open(config.mockProvider.dataFile),
         },
         MockProviderService,
+        ChargeEventEmitter,
+        EventDelivery,
         { provide: APP_PIPE, useValue: mockProviderValidationPipe() },
         { provide: APP_FILTER, useClass: MockProviderErrorFilter },
       ],

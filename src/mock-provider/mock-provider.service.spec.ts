@@ -1,4 +1,6 @@
 import { loadConfig } from '../config/app-config';
+import type { EventDelivery } from './mock-provider.delivery';
+import { ChargeEventEmitter } from './mock-provider.emitter';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
 import { MockProviderService } from './mock-provider.service';
 import { MockProviderStore } from './mock-provider.store';
@@ -13,7 +15,9 @@ function setup() {
     PROVIDER_SLOW_REPLY_MS: String(SLOW_REPLY_MS),
     PROVIDER_PENDING_SETTLE_MS: String(SETTLE_MS),
   });
-  return { sut: new MockProviderService(store, config), store };
+  const delivery = { deliver: jest.fn() } as unknown as EventDelivery;
+  const events = new ChargeEventEmitter(store, delivery, config);
+  return { sut: new MockProviderService(store, config, events), store, events };
 }
 
 const params = (paymentMethod: string, overrides: Partial<ChargeParams> = {}): ChargeParams => ({
@@ -158,6 +162,23 @@ describe(MockProviderService.name, () => {
       expect(store.find('key_1')?.status).toBe('pending');
     });
 
+    it('records the event of a new charge before answering', () => {
+      const { sut, events } = setup();
+
+      const { charge } = sut.createCharge('key_1', params('pm_card_declined'));
+
+      expect(events.listEvents()).toEqual([
+        {
+          id: expect.stringMatching(/^evt_/),
+          type: 'charge.failed',
+          created_at: expect.any(String),
+          data: { ...charge, provider_key: 'key_1', version: 1 },
+          delivered: false,
+          attempts: 0,
+        },
+      ]);
+    });
+
     it('records any other payment method as a definitive payment_method_unknown failure', () => {
       const { sut, store } = setup();
 
@@ -177,6 +198,7 @@ describe(MockProviderService.name, () => {
 
       expect(replay).toEqual(first);
       expect(store.all()).toHaveLength(1);
+      expect(store.listEvents()).toHaveLength(1);
     });
 
     it.each<[string, Partial<ChargeParams>]>([

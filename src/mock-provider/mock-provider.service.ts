@@ -2,7 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { ulid } from 'ulid';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { ChargeEventEmitter } from './mock-provider.emitter';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
+import { chargeAt, versionAt } from './mock-provider.events';
 import { MockProviderStore } from './mock-provider.store';
 import type { Charge, ChargeParams, ChargeRecord, ChargeStatus } from './mock-provider.types';
 
@@ -59,6 +61,7 @@ export class MockProviderService {
   constructor(
     private readonly store: MockProviderStore,
     @InjectConfig() private readonly config: AppConfig,
+    private readonly events: ChargeEventEmitter,
   ) {}
 
   /**
@@ -94,6 +97,7 @@ export class MockProviderService {
       payment_method: params.payment_method,
     };
     this.store.insert(record);
+    this.events.chargeRecorded(record);
 
     const charge = this.present(record);
     switch (behaviour.firstReply) {
@@ -129,19 +133,7 @@ export class MockProviderService {
 
   /** Settles a pending charge from its creation time, so the answer survives restarts. */
   private present(record: ChargeRecord): Charge {
-    const settled =
-      record.status === 'pending' &&
-      Date.now() >= Date.parse(record.created_at) + this.config.mockProvider.pendingSettleMs;
-    return {
-      id: record.id,
-      status: settled ? 'succeeded' : record.status,
-      amount: record.amount,
-      currency: record.currency,
-      failure_code: record.failure_code,
-      reference: record.reference,
-      idempotency_key: record.idempotency_key,
-      created_at: record.created_at,
-    };
+    return chargeAt(record, versionAt(record, Date.now(), this.config.mockProvider.pendingSettleMs));
   }
 }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { chargeEvent } from './mock-provider.events';
 import { MockProviderStore } from './mock-provider.store';
 import type { ChargeRecord } from './mock-provider.types';
 
@@ -16,6 +17,10 @@ const record = (key: string, overrides: Partial<ChargeRecord> = {}): ChargeRecor
   payment_method: 'pm_card_ok',
   ...overrides,
 });
+
+const EMITTED = new Date('2026-01-01T00:00:01.000Z');
+const event = (key: string, version: number) =>
+  chargeEvent(record(key, { status: 'pending' }), version, `evt_${key}_${version}`, EMITTED);
 
 describe(MockProviderStore.name, () => {
   let dir: string;
@@ -45,6 +50,38 @@ describe(MockProviderStore.name, () => {
 
       expect(() => sut.insert(record('a', { id: 'ch_other' }))).toThrow(/already recorded/);
       expect(sut.all()).toEqual([record('a')]);
+    });
+  });
+
+  describe('events', () => {
+    it('keeps each charge\'s versions in order, and refuses a version twice or out of turn', () => {
+      const sut = MockProviderStore.open();
+      sut.recordEvent(event('a', 1));
+
+      expect(() => sut.recordEvent(event('a', 1))).toThrow(/follows version 1/);
+      expect(() => sut.recordEvent(event('a', 3))).toThrow(/follows version 1/);
+      expect(() => sut.recordEvent(event('b', 2))).toThrow(/follows version 0/);
+      sut.recordEvent(event('a', 2));
+      expect(sut.lastVersion('a')).toBe(2);
+      expect(sut.lastVersion('b')).toBe(0);
+    });
+
+    it('lists events oldest first with their delivery state; only the first acknowledgement counts', () => {
+      const sut = MockProviderStore.open();
+      sut.recordEvent(event('a', 1));
+      sut.recordEvent(event('b', 1));
+      sut.countAttempt('evt_a_1');
+      sut.countAttempt('evt_a_1');
+      sut.markDelivered('evt_a_1', new Date());
+      sut.countAttempt('evt_a_1');
+      sut.markDelivered('evt_a_1', new Date());
+      sut.countAttempt('evt_b_1');
+
+      expect(sut.listEvents()).toEqual([
+        { ...event('a', 1), delivered: true, attempts: 2 },
+        { ...event('b', 1), delivered: false, attempts: 1 },
+      ]);
+      expect(sut.undeliveredEvents()).toEqual([event('b', 1)]);
     });
   });
 
@@ -85,6 +122,49 @@ describe(MockProviderStore.name, () => {
       expect(readFileSync(journal, 'utf8')).toBe('');
       const unwritable = join(dir, 'missing-dir', 'charges.jsonl');
       expect(() => MockProviderStore.open(unwritable)).toThrow(/ENOENT/);
+    });
+
+    it('reloads events and acknowledgements, not attempts that were never acknowledged', () => {
+      const journal = join(dir, 'charges.jsonl');
+      const first = MockProviderStore.open(journal);
+      first.insert(record('a'));
+      first.recordEvent(event('a', 1));
+      first.recordEvent(event('a', 2));
+      first.countAttempt('evt_a_1');
+      first.markDelivered('evt_a_1', new Date());
+      first.countAttempt('evt_a_2');
+
+      const reopened = MockProviderStore.open(journal);
+
+      expect(reopened.listEvents()).toEqual([
+        { ...event('a', 1), delivered: true, attempts: 1 },
+        { ...event('a', 2), delivered: false, attempts: 0 },
+      ]);
+      expect(reopened.lastVersion('a')).toBe(2);
+      expect(() => reopened.recordEvent(event('a', 2))).toThrow();
+    });
+
+    it('reads a journal of bare charge records, as written before events, and appends typed lines to it', () => {
+      const journal = join(dir, 'charges.jsonl');
+      writeFileSync(journal, `${JSON.stringify(record('a'))}\n`);
+
+      const sut = MockProviderStore.open(journal);
+      sut.insert(record('b'));
+      sut.recordEvent(event('b', 1));
+
+      expect(MockProviderStore.open(journal).all()).toEqual([record('a'), record('b')]);
+      const kinds = readFileSync(journal, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { kind?: string }).kind);
+      expect(kinds).toEqual([undefined, 'charge', 'event']);
+    });
+
+    it('refuses to start from a line of an unknown kind, naming the line', () => {
+      const journal = join(dir, 'charges.jsonl');
+      writeFileSync(journal, `${JSON.stringify(record('a'))}\n{"kind":"refund"}\n`);
+
+      expect(() => MockProviderStore.open(journal)).toThrow(`${journal}:2`);
     });
 
     it('refuses to start from a corrupt journal, naming the line', () => {

@@ -29,3 +29,33 @@ export interface ChargeParams {
 export interface ChargeRecord extends Charge {
   payment_method: string;
 }
+
+export type ChargeEventType = 'charge.pending' | 'charge.succeeded' | 'charge.failed';
+
+/** The charge as GET /charges/:key answers it at that version. */
+export interface ChargeEventData extends Charge {
+  /** The charge's idempotency key, under the name the API files provider charges by. */
+  provider_key: string;
+  /** 1 when created, one more with each change of the charge. */
+  version: number;
+}
+
+/** One change of a charge, exactly as delivered (the signed body). */
+export interface ChargeEvent {
+  id: string;
+  type: ChargeEventType;
+  created_at: string;
+  data: ChargeEventData;
+}
+
+/**
+ * An event as GET /events lists it: as sent, plus its delivery state.
+ * `delivered` is true once a delivery was acknowledged with a 2xx; `attempts`
+ * counts the HTTP attempts up to that acknowledgement (a duplicate delivery is
+ * not counted), or so far while unacknowledged. Attempts of a provider run that
+ * ended before the acknowledgement are not journaled, so are not counted.
+ */
+export interface ListedChargeEvent extends ChargeEvent {
+  delivered: boolean;
+  attempts: number;
+}
