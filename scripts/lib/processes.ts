@@ -123,7 +123,11 @@ export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> 
 
 /** The mock provider on a random port (PROVIDER_PORT=0 unless env sets one), once GET /health answers. */
 export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
-  const http = await listening(launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', ...env }), '/health');
+  // Events off unless the caller names where they go: no test or script posts to the default URL by accident.
+  const http = await listening(
+    launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', PROVIDER_WEBHOOK_URL: '', ...env }),
+    '/health',
+  );
   const read = async <T>(path: string): Promise<T> => {
     const response = await fetch(`${http.url}${path}`);
     if (response.status !== 200) throw new Error(`GET ${path} answered ${response.status}`);
