@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { type JobType, Queue } from 'bullmq';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
-import type { Charge } from '../src/mock-provider/mock-provider.types';
+import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
 import type { PaymentStatus } from '../src/payments/payment';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-audit';
@@ -65,8 +65,13 @@ export async function runAudit(config: AppConfig, options: AuditOptions = DEFAUL
  */
 async function readLedger(config: AppConfig) {
   const chargesBefore = await fetchCharges(config.provider.url);
+  // Events before the processed records: an event the provider saw acknowledged
+  // then had its record committed before the acknowledgement, so it is read here.
+  const acknowledgedEvents = (await fetchFromProvider<ListedChargeEvent[]>(config.provider.url, '/events'))
+    .filter((event) => event.delivered)
+    .map((event) => event.id);
   const queuedReconciliations = await readQueuedReconciliations(config);
-  const { now, payments } = await readPayments(config);
+  const { now, payments, processedEvents } = await readPayments(config);
   const charges = await fetchCharges(config.provider.url);
   return {
     now,
@@ -74,13 +79,19 @@ async function readLedger(config: AppConfig) {
     charges,
     chargesReadBeforePayments: new Set(chargesBefore.map((charge) => charge.id)),
     queuedReconciliations,
+    acknowledgedEvents,
+    processedEvents,
   };
 }
 
-async function fetchCharges(providerUrl: string): Promise<Charge[]> {
-  const response = await fetch(`${providerUrl}/charges`, { signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
-  if (response.status !== 200) throw new Error(`GET ${providerUrl}/charges answered ${response.status}`);
-  return (await response.json()) as Charge[];
+function fetchCharges(providerUrl: string): Promise<Charge[]> {
+  return fetchFromProvider<Charge[]>(providerUrl, '/charges');
+}
+
+async function fetchFromProvider<T>(providerUrl: string, path: string): Promise<T> {
+  const response = await fetch(`${providerUrl}${path}`, { signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
+  if (response.status !== 200) throw new Error(`GET ${providerUrl}${path} answered ${response.status}`);
+  return (await response.json()) as T;
 }
 
 async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>> {
@@ -105,7 +116,9 @@ async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>
   }
 }
 
-async function readPayments(config: AppConfig): Promise<{ now: number; payments: LedgerPayment[] }> {
+async function readPayments(
+  config: AppConfig,
+): Promise<{ now: number; payments: LedgerPayment[]; processedEvents: ReadonlySet<string> }> {
   const dataSource = await createDataSource(config).initialize();
   try {
     // One transaction, so both statements share one now(): the clock every time is read against.
@@ -121,8 +134,12 @@ async function readPayments(config: AppConfig): Promise<{ now: number; payments:
                extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
           FROM payments p
           LEFT JOIN idempotency_keys k ON k.payment_id = p.id`)) as PaymentRow[];
+      const processed = (await db.query(`SELECT message_id FROM processed_messages WHERE consumer = 'provider-events'`)) as {
+        message_id: string;
+      }[];
       return {
         now,
+        processedEvents: new Set(processed.map((row) => row.message_id)),
         payments: rows.map((row) => ({
           id: row.id,
           clientId: row.client_id,

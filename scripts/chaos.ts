@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type { DataSource } from 'typeorm';
@@ -13,14 +14,15 @@ import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
-import { type PrivateRedis, startPrivateRedis } from './lib/private-redis';
+import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
 import { mulberry32 } from './lib/random';
 import { startProvider } from './lib/processes';
 
 /**
  * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the
- * mock provider (with failures, lost and late replies) under a load of
- * retrying clients, while APIs and workers are SIGKILLed and restarted and
+ * mock provider (with failures, lost and late replies, and charge events
+ * delivered to the first API with duplicates and random delays) under a load
+ * of retrying clients, while APIs and workers are SIGKILLed and restarted and
  * Redis is flushed once. Then the faults stop, every payment must become
  * terminal within the drain deadline, the ledger audit runs, and one JSON
  * line says what happened. Exit 0: no violation; 1: a violation; 2: the run
@@ -174,14 +176,28 @@ async function main(): Promise<number> {
   let provider: Awaited<ReturnType<typeof startProvider>> | undefined;
   try {
     redis = await startPrivateRedis();
+    // Events go to the first API, which comes back on the same port after each
+    // crash: deliveries that fail meanwhile are retried until it answers.
+    const eventsPort = await freePort();
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
     provider = await startProvider({
       LOG_LEVEL: 'warn',
       PROVIDER_FAILURE_RATE: options.failureRate,
       PROVIDER_SLOW_REPLY_MS: '600',
       PROVIDER_PENDING_SETTLE_MS: '1500',
+      PROVIDER_WEBHOOK_URL: `http://127.0.0.1:${eventsPort}/v1/provider/events`,
+      PROVIDER_WEBHOOK_SECRET: secret,
+      PROVIDER_WEBHOOK_DUPLICATE_RATE: '0.3',
+      PROVIDER_WEBHOOK_MAX_DELAY_MS: '500',
     });
-    const env = { ...SERVICE_KNOBS, DATABASE_URL: databaseUrl, REDIS_URL: redis.url, PROVIDER_URL: provider.url };
-    fleet = await Fleet.start(env, { apis: 2, workers: 2 });
+    const env = {
+      ...SERVICE_KNOBS,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redis.url,
+      PROVIDER_URL: provider.url,
+      PROVIDER_WEBHOOK_SECRET: secret,
+    };
+    fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort });
     progress(`stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}`);
 
     const durationMs = options.seconds * 1_000;

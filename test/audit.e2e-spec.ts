@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import request from 'supertest';
 import type { AuditReport } from '../scripts/lib/ledger-audit';
 import { freePort } from '../scripts/lib/private-redis';
+import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { TEST_DATABASE_URL } from './support/test-env';
 
@@ -17,7 +18,14 @@ const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
  */
 describe('npm run audit', () => {
   // A fresh provider per test: its ledger and the payments table must start empty together.
-  const stack = useInProcessStack({ client: 'audited shop' }, 'test');
+  const stack = useInProcessStack({ client: 'audited shop', providerEvents: true }, 'test');
+
+  /** Every event the provider emitted so far has been answered with a 2xx. */
+  async function eventsDelivered(): Promise<void> {
+    await eventually(async () => ((await stack.provider.events()).every((event) => event.delivered) ? true : undefined), {
+      what: 'the provider to deliver its events',
+    });
+  }
 
   async function audit(env: Record<string, string> = {}) {
     const run = promisify(execFile);
@@ -93,6 +101,8 @@ describe('npm run audit', () => {
         WHERE id = $1`,
       [forgotten.id],
     );
+    // Events would settle the review below: let them all in first.
+    await eventsDelivered();
     // In review although the provider's charge succeeded, and its re-check long overdue.
     await stack.dataSource.query(
       `UPDATE payments SET status = 'requires_review', created_at = now() - interval '1 hour',
@@ -105,6 +115,11 @@ describe('npm run audit', () => {
         WHERE payment_id = $1`,
       [overlooked.id],
     );
+    // An event the API acknowledged without keeping its record.
+    const [{ message_id: forgottenEvent }] = (await stack.dataSource.query(
+      `SELECT min(message_id) AS message_id FROM processed_messages`,
+    )) as { message_id: string }[];
+    await stack.dataSource.query(`DELETE FROM processed_messages WHERE message_id = $1`, [forgottenEvent]);
 
     const { code, report } = await audit();
 
@@ -120,6 +135,7 @@ describe('npm run audit', () => {
       failed_with_succeeded_charge: 1,
       stale_pending_unscheduled: 1,
       review_behind_provider: 1,
+      acknowledged_event_unrecorded: 1,
     });
     const named = (kind: keyof AuditReport['violations']) => report!.violations[kind].examples;
     expect(named('double_charge')).toEqual([expect.objectContaining({ payment_id: doubled.id })]);
@@ -129,6 +145,7 @@ describe('npm run audit', () => {
     expect(named('orphan_charge')).toEqual([expect.objectContaining({ reference: 'pay_ghost' })]);
     expect(named('order_charged_twice')).toEqual([expect.objectContaining({ payments: expect.stringContaining(recharged.id) })]);
     expect(named('stale_pending_unscheduled')).toEqual([expect.objectContaining({ payment_id: forgotten.id })]);
+    expect(named('acknowledged_event_unrecorded')).toEqual([{ event_id: forgottenEvent }]);
     expect(named('review_behind_provider')).toEqual([
       expect.objectContaining({ payment_id: overlooked.id, charge_status: 'succeeded' }),
     ]);

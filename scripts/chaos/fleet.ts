@@ -22,9 +22,14 @@ export class Fleet {
     private readonly workers: WorkerProcess[],
   ) {}
 
-  static async start(env: Record<string, string>, size: { apis: number; workers: number }): Promise<Fleet> {
+  /** `firstApiPort`: a port chosen beforehand for the first API (the provider's events go there). */
+  static async start(
+    env: Record<string, string>,
+    size: { apis: number; workers: number; firstApiPort?: number },
+  ): Promise<Fleet> {
+    const portOf = (index: number) => (index === 0 && size.firstApiPort !== undefined ? String(size.firstApiPort) : '0');
     const [apis, workers] = await Promise.all([
-      Promise.all(Array.from({ length: size.apis }, () => startApiProcess(env))),
+      Promise.all(Array.from({ length: size.apis }, (_, index) => startApiProcess({ ...env, PORT: portOf(index) }))),
       Promise.all(Array.from({ length: size.workers }, () => startWorkerProcess(env))),
     ]);
     return new Fleet(env, apis, workers);

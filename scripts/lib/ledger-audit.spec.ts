@@ -46,6 +46,8 @@ function sut(payments: LedgerPayment[], charges: Charge[], overrides: Partial<Le
     charges,
     chargesReadBeforePayments: new Set(charges.map((charge) => charge.id)),
     queuedReconciliations: new Set(),
+    acknowledgedEvents: [],
+    processedEvents: new Set(),
     staleAfterMs: STALE,
     sweepIntervalMs: SWEEP,
     graceMs: GRACE,
@@ -169,6 +171,13 @@ describe('auditLedger', () => {
 
     expect(report.violations.succeeded_without_charge.count).toBe(5);
     expect(report.violations.succeeded_without_charge.examples).toHaveLength(3);
+  });
+
+  it('flags a provider event answered with a 2xx that the API has no record of', () => {
+    const report = sut([], [], { acknowledgedEvents: ['evt_1', 'evt_2'], processedEvents: new Set(['evt_1', 'evt_3']) });
+
+    expect(flagged(report)).toEqual({ acknowledged_event_unrecorded: 1 });
+    expect(report.violations.acknowledged_event_unrecorded.examples).toEqual([{ event_id: 'evt_2' }]);
   });
 
   describe('a payment in review', () => {

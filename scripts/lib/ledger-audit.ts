@@ -40,6 +40,10 @@ export interface LedgerInput {
   chargesReadBeforePayments: ReadonlySet<string>;
   /** Payment ids with a reconcile job waiting, delayed or running in BullMQ. */
   queuedReconciliations: ReadonlySet<string>;
+  /** Ids of the provider events the provider saw answered with a 2xx, read before `processedEvents`. */
+  acknowledgedEvents: readonly string[];
+  /** Ids of the provider events the API recorded as processed (applied, or acknowledged as stale or duplicate). */
+  processedEvents: ReadonlySet<string>;
   staleAfterMs: number;
   sweepIntervalMs: number;
   /** Slack for a sweep that runs late (a busy worker, a slow Redis) before "overdue" counts. */
@@ -68,6 +72,11 @@ export const VIOLATION_KINDS = [
    * and its review re-check has had its chance (it is overdue and not queued).
    */
   'review_behind_provider',
+  /**
+   * A provider event the API answered with a 2xx but has no record of: the
+   * 2xx must come only after the event's effect (or its staleness) committed.
+   */
+  'acknowledged_event_unrecorded',
 ] as const;
 type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -191,6 +200,9 @@ export function auditLedger(input: LedgerInput): AuditReport {
         break;
       }
     }
+  }
+  for (const eventId of input.acknowledgedEvents) {
+    if (!input.processedEvents.has(eventId)) flag('acknowledged_event_unrecorded', { event_id: eventId });
   }
   for (const [order, paymentIds] of chargedByOrder) {
     if (paymentIds.length > 1) flag('order_charged_twice', { order, payments: paymentIds.join(',') });
