@@ -5,9 +5,10 @@ import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { MetricsModule } from './metrics/metrics.module';
+import { WorkerMetricsServer } from './metrics/worker-metrics.server';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
 
-/** The worker process: reconciliation and key expiry, no HTTP. */
+/** The worker process: reconciliation, review re-checks and key expiry; no HTTP but its metrics port. */
 @Module({})
 export class WorkerModule {
   static forRoot(config: AppConfig): DynamicModule {
@@ -21,6 +22,7 @@ export class WorkerModule {
         MetricsModule,
         ReconciliationModule,
       ],
+      providers: [WorkerMetricsServer],
     };
   }
 }

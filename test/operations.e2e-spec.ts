@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import type { App } from 'supertest/types';
+import { freePort } from '../scripts/lib/private-redis';
+import { startWorkerProcess } from '../scripts/lib/processes';
 import { eventually } from './support/eventually';
 import { startApi } from './support/in-process-app';
-import { createClient, testConfig, truncateAll } from './support/test-env';
+import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
 
 describe('operations endpoints', () => {
   let app: INestApplication;
@@ -114,3 +116,29 @@ describe('rate limiting', () => {
     }
   });
 });
+
+describe('the worker’s metrics', () => {
+  it('are served on WORKER_METRICS_PORT, key pruning and its backlog included, and nothing else is', async () => {
+    const port = await freePort();
+    const config = testConfig({ QUEUE_PREFIX: uniqueQueuePrefix() });
+    const worker = await startWorkerProcess({
+      NODE_ENV: 'test',
+      DATABASE_URL: TEST_DATABASE_URL,
+      QUEUE_PREFIX: config.queuePrefix,
+      WORKER_METRICS_PORT: String(port),
+    });
+    try {
+      const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+      const text = await metrics.text();
+
+      expect(metrics.status).toBe(200);
+      expect(text).toContain('idempotency_keys_expired_backlog');
+      expect(text).toContain('idempotency_keys_pruned_total');
+      expect((await fetch(`http://127.0.0.1:${port}/health/live`)).status).toBe(404);
+    } finally {
+      await worker.stop();
+      await dropQueue(config);
+    }
+  });
+});
+

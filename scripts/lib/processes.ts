@@ -116,7 +116,7 @@ export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
 
 /** The reconciliation worker; resolves once its BullMQ worker and job schedulers are set up. */
 export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> {
-  const child = launch('worker', 'worker.js', env);
+  const child = launch('worker', 'worker.js', { WORKER_METRICS_PORT: '0', ...env });
   await child.ready(({ json }) => json?.msg === 'started');
   return child.handle;
 }

@@ -130,6 +130,10 @@ export function loadConfig(env: Env = process.env) {
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Namespace of the BullMQ keys in Redis; lets several stacks (or test runs) share one Redis. */
     queuePrefix: r.name('QUEUE_PREFIX', 'payments'),
+    metrics: {
+      /** Where the worker serves GET /metrics (0: a free port, as tests use). */
+      workerPort: r.int('WORKER_METRICS_PORT', 9464, 0, 65535),
+    },
     http: {
       port: r.int('PORT', 3000, 0, 65535),
       /** How long SIGTERM waits for in-flight requests before the process exits anyway. */

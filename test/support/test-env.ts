@@ -30,6 +30,8 @@ export function testConfig(overrides: Record<string, string> = {}): AppConfig {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     DATABASE_URL: TEST_DATABASE_URL,
+    // Several workers run in one test process: each takes a free port.
+    WORKER_METRICS_PORT: '0',
     ...overrides,
   });
 }
