@@ -134,3 +134,39 @@ describe('payments in review', () => {
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 });
+
+describe('a payment in review settled by the provider’s event', () => {
+  // Settles well after the worker has sent the payment to review, however slowly the worker starts.
+  const stack = useInProcessStack({ providerEvents: true, providerEnv: { PROVIDER_PENDING_SETTLE_MS: '5000' } });
+
+  it('leaves review on the charge.succeeded event, long before any re-check: one charge, the 201 replayed', async () => {
+    const key = randomUUID();
+    const payload = { amount: 950, currency: 'USD', payment_method: 'pm_card_pending' };
+    const post = () =>
+      request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(payload);
+    const statusOf = async (id: string) =>
+      (await request(stack.url).get(`/v1/payments/${id}`).set('Authorization', `Bearer ${stack.apiKey}`)).body.status as string;
+    const first = await post();
+    expect(first.status).toBe(202);
+
+    // The ladder gives up at once; the review re-check is an hour away: only the event can settle it in time.
+    await stack.startWorker({
+      RECONCILE_INTERVAL_MS: '100',
+      RECONCILE_STALE_AFTER_MS: '0',
+      RECONCILE_MAX_ATTEMPTS: '1',
+      REVIEW_RECHECK_INTERVAL_MS: '3600000',
+    });
+    await eventually(async () => ((await statusOf(first.body.id)) === 'requires_review' ? true : undefined), {
+      what: 'the payment to go to review',
+    });
+    await eventually(async () => ((await statusOf(first.body.id)) === 'succeeded' ? true : undefined), {
+      what: 'the event to settle the review',
+    });
+
+    const late = await post();
+    expect(late.status).toBe(201);
+    expect(late.headers['idempotent-replayed']).toBe('true');
+    expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
+  });
+});
+
