@@ -1,24 +1,12 @@
-import type { DataSource, EntityManager } from 'typeorm';
-import { strictMock } from '../common/strict-mock.fixture';
-import { loadConfig } from '../config/app-config';
-import type { IdempotencyRepository } from '../idempotency/idempotency.repository';
-import { Ledger } from '../ledger/ledger.service';
+import { ledgerMocks } from '../ledger/ledger.fixture';
 import { aPayment } from '../payments/payment.fixture';
-import type { PaymentsRepository } from '../payments/payments.repository';
-import type { ProviderClient } from '../provider/provider.client';
 import { type ResolveCommand, ResolutionService } from './resolution.service';
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
 
 function setup() {
-  const db = {} as EntityManager;
-  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
-  const keys = strictMock<IdempotencyRepository>('keys');
-  const payments = strictMock<PaymentsRepository>('payments');
-  const provider = strictMock<ProviderClient>('provider');
-  const config = loadConfig({});
-  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
-  const sut = new ResolutionService(dataSource as unknown as DataSource, keys, payments, ledger, provider, config);
+  const { dataSource, keys, payments, provider, config, ledger } = ledgerMocks();
+  const sut = new ResolutionService(dataSource, keys, payments, ledger, provider, config);
   payments.findById = jest.fn().mockResolvedValue(aPayment({ status: 'requires_review' }));
   keys.takeOverLeaseForPayment = jest.fn(async (_db, _id, token, _ms) => ({ clientId: 'c', key: 'k', token }));
   /** The refusal path: the lease goes back, nothing is written. */

@@ -1,32 +1,22 @@
 import { Logger } from '@nestjs/common';
-import type { DataSource, EntityManager } from 'typeorm';
 import { QueryFailedError } from 'typeorm';
 import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { strictMock } from '../common/strict-mock.fixture';
 import { loadConfig } from '../config/app-config';
-import type { IdempotencyRepository, KeyState } from '../idempotency/idempotency.repository';
-import { Ledger } from '../ledger/ledger.service';
+import type { KeyState } from '../idempotency/idempotency.repository';
+import { ledgerMocks } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
-import type { ProviderClient } from '../provider/provider.client';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import { aPayment } from './payment.fixture';
-import type { PaymentsRepository } from './payments.repository';
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
 
 function setup() {
-  const db = {} as EntityManager;
-  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
-  const keys = strictMock<IdempotencyRepository>('keys');
-  const payments = strictMock<PaymentsRepository>('payments');
-  const provider = strictMock<ProviderClient>('provider');
+  const { transaction, dataSource: source, keys, payments, provider, config, ledger } = ledgerMocks();
   provider.unavailableForMs = jest.fn().mockReturnValue(0);
-  const config = loadConfig({});
-  // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
-  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
+  const dataSource = { transaction };
   const sut = new PaymentCreationService(
-    dataSource as unknown as DataSource,
+    source,
     keys,
     payments,
     ledger,

@@ -1,17 +1,15 @@
 import { Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { CrashPoint } from '../common/crash-point';
 import { strictMock } from '../common/strict-mock.fixture';
-import { loadConfig } from '../config/app-config';
-import type { IdempotencyRepository, Lease } from '../idempotency/idempotency.repository';
-import { Ledger } from '../ledger/ledger.service';
+import type { Lease } from '../idempotency/idempotency.repository';
+import { ledgerMocks } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { aPayment } from '../payments/payment.fixture';
-import type { PaymentsRepository } from '../payments/payments.repository';
 import type { Payment } from '../payments/payments.table';
-import type { ProviderCharge, ProviderClient } from '../provider/provider.client';
+import type { ProviderCharge } from '../provider/provider.client';
 import { JobName } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
 
@@ -20,18 +18,12 @@ const pendingCharge: ProviderCharge = { ...charge, status: 'pending' };
 const noAnswer = { kind: 'unknown', gaveUp: 'deadline', reason: 'no answer within 2000 ms', attempts: 1 } as const;
 
 function setup(env: Record<string, string> = {}) {
-  const db = {} as EntityManager;
-  const dataSource = { manager: db, transaction: jest.fn((work: (em: EntityManager) => unknown) => work(db)) };
-  const keys = strictMock<IdempotencyRepository>('keys');
-  const payments = strictMock<PaymentsRepository>('payments');
-  const provider = strictMock<ProviderClient>('provider');
+  const { db, transaction, dataSource: source, keys, payments, provider, config, ledger } = ledgerMocks(env);
+  const dataSource = { transaction };
   const queue = strictMock<Queue>('queue');
-  const config = loadConfig(env);
-  // The real ledger over the same strict mocks: its fenced writes are part of the flow under test.
-  const ledger = new Ledger(dataSource as unknown as DataSource, keys, payments, config);
   const metrics = new Metrics();
   const sut = new ReconciliationService(
-    dataSource as unknown as DataSource,
+    source,
     keys,
     payments,
     ledger,
