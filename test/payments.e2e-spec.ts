@@ -462,11 +462,12 @@ describe('GET /v1/payments', () => {
   it('skips no payment created in the same millisecond as the cursor', async () => {
     const [{ id: clientId }] = await stack.dataSource.query('SELECT id FROM api_clients');
     // Three payments 1 µs apart: the same millisecond, as a burst of requests gets.
+    const burst = (i: number) => `pay_01BRST${String(i).padStart(20, '0')}`;
     for (const [i, micros] of ['000001', '000002', '000003'].entries()) {
       await stack.dataSource.query(
         `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, created_at)
          VALUES ($1, $2, 100, 'USD', 'pm_card_ok', $3, $4)`,
-        [`pay_burst_${i}`, clientId, `pk_burst_${i}`, `2026-11-29T10:00:00.${micros}Z`],
+        [burst(i), clientId, `pk_burst_${i}`, `2026-11-29T10:00:00.${micros}Z`],
       );
     }
 
@@ -474,11 +475,7 @@ describe('GET /v1/payments', () => {
     const page2 = await get(`/v1/payments?limit=1&starting_after=${page1.body.data[0].id}`);
     const page3 = await get(`/v1/payments?limit=1&starting_after=${page2.body.data[0].id}`);
 
-    expect([page1, page2, page3].map((page) => page.body.data[0]?.id)).toEqual([
-      'pay_burst_2',
-      'pay_burst_1',
-      'pay_burst_0',
-    ]);
+    expect([page1, page2, page3].map((page) => page.body.data[0]?.id)).toEqual([burst(2), burst(1), burst(0)]);
   });
 
   it.each([

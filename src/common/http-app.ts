@@ -3,9 +3,12 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
+import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
+import { bodyProblem } from './json-body';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { keepRawBody } from './raw-body';
+import type { TransportError } from './transport-error';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { StrictValidationPipe } from './validation';
 
@@ -16,6 +19,13 @@ const BODY_LIMIT = '64kb';
  * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
  * exercise the same pipeline. The app must be created with bodyParser: false.
  */
+/** An error answered by a middleware, before Nest's filter could: the same envelope, and a request id. */
+function refuseBeforeRouting(request: Request, response: Response, error: DomainError | TransportError): void {
+  const reply = errorReply(error);
+  response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
+  response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
+}
+
 export function configureHttpApp(app: INestApplication): void {
   (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
   app.use(httpMetricsMiddleware(app.get(Metrics)));
@@ -26,9 +36,15 @@ export function configureHttpApp(app: INestApplication): void {
   app.use((error: unknown, request: Request, response: Response, next: NextFunction) => {
     const parserError = fromBodyParserError(error);
     if (!parserError) return next(error);
-    const reply = errorReply(parserError);
-    response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
-    response.status(reply.status).type('application/json').send(reply.body);
+    refuseBeforeRouting(request, response, parserError);
+  });
+  // What the parser accepted but nothing after it may read (see bodyProblem):
+  // refused before the fingerprint, validation or the database see it.
+  app.use((request: Request, response: Response, next: NextFunction) => {
+    const problem = request.body === undefined ? undefined : bodyProblem(request.body);
+    if (!problem) return next();
+    const details = problem.param === '' ? {} : { param: problem.param };
+    refuseBeforeRouting(request, response, new DomainError(ErrorCode.ParameterInvalid, problem.message, details));
   });
   app.useGlobalPipes(new StrictValidationPipe());
   app.useGlobalFilters(new ErrorEnvelopeFilter());

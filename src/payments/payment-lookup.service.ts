@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { type PaymentResource, toResource } from './payment';
+import { PAYMENT_ID_PATTERN, type PaymentResource, toResource } from './payment';
 import { paymentNotFound, unknownCursor } from './payments.errors';
 import { PaymentsRepository } from './payments.repository';
 
@@ -19,6 +19,8 @@ export class PaymentLookupService {
   ) {}
 
   async get(clientId: string, id: string): Promise<PaymentResource> {
+    // Anything else names no payment (and may hold what Postgres text refuses, such as U+0000).
+    if (!PAYMENT_ID_PATTERN.test(id)) throw paymentNotFound(id);
     const payment = await this.payments.findForClient(this.dataSource.manager, clientId, id);
     if (!payment) throw paymentNotFound(id);
     return toResource(payment);

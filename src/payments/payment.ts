@@ -22,6 +22,9 @@ export interface PaymentResource {
   updated_at: string;
 }
 
+/** `pay_` and a ULID (Crockford base32): what newPaymentId makes, and all a payment id can be. */
+export const PAYMENT_ID_PATTERN = /^pay_[0-9A-HJKMNP-TV-Z]{26}$/;
+
 /** ULIDs sort by creation time, which keeps the newest-first list index-friendly. */
 export function newPaymentId(): string {
   return `pay_${ulid()}`;

@@ -12,6 +12,7 @@ import {
   ValidateBy,
   type ValidationOptions,
 } from 'class-validator';
+import { PAYMENT_ID_PATTERN } from './payment';
 
 /** Currencies the provider settles; amounts are in their minor units. */
 const SUPPORTED_CURRENCIES = [
@@ -92,6 +93,6 @@ export class ListPaymentsQueryDto {
 
   @IsOptional()
   @IsString({ message: 'starting_after must be a payment id' })
-  @Length(1, 64, { message: 'starting_after must be a payment id' })
+  @Matches(PAYMENT_ID_PATTERN, { message: 'starting_after must be a payment id' })
   starting_after?: string;
 }
