@@ -4,7 +4,7 @@ import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import type { App } from 'supertest/types';
 import { freePort } from '../scripts/lib/private-redis';
-import { startWorkerProcess } from '../scripts/lib/processes';
+import { startApiProcess, startWorkerProcess } from '../scripts/lib/processes';
 import { eventually } from './support/eventually';
 import { startApi } from './support/in-process-app';
 import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
@@ -138,6 +138,23 @@ describe('the worker’s metrics', () => {
     } finally {
       await worker.stop();
       await dropQueue(config);
+    }
+  });
+});
+
+describe('the API’s logs', () => {
+  it('hold no key-shaped string and no credential header, wherever a client put them', async () => {
+    const key = `sk_${'Q'.repeat(43)}`;
+    const api = await startApiProcess({ NODE_ENV: 'test', LOG_LEVEL: 'info', DATABASE_URL: TEST_DATABASE_URL });
+    try {
+      await fetch(`${api.url}/v1/payments?api_key=${key}`, { headers: { Authorization: `Bearer ${key}` } });
+      await fetch(`${api.url}/v1/payments`, { headers: { 'X-Api-Key': key, 'User-Agent': `probe ${key}` } });
+      const logged = await api.waitForLine(({ json }) => json?.req !== undefined && json.res !== undefined && /X-Api-Key|x-api-key/i.test(JSON.stringify(json.req)));
+
+      expect(logged.text).toContain('[redacted]');
+      expect(api.output().join('\n')).not.toContain(key);
+    } finally {
+      await api.stop();
     }
   });
 });

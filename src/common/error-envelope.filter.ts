@@ -2,6 +2,7 @@ import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger 
 import type { Request, Response } from 'express';
 import { DomainError } from './domain-error';
 import { errorReply, fromHttpException, fromInfrastructureError, isServerError } from './error-envelope';
+import { errorForLog } from './log-safety';
 import { TransportError, TransportErrorCode } from './transport-error';
 import { requestIdOf } from './request-id';
 
@@ -28,7 +29,7 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
           : fromInfrastructureError(exception);
     const error = known ?? new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.');
     const serverError = isServerError(error);
-    if (serverError) this.logger.error({ msg: 'request failed', requestId, code: error.code, err: exception });
+    if (serverError) this.logger.error({ msg: 'request failed', requestId, code: error.code, err: errorForLog(exception) });
     if (response.headersSent) {
       response.destroy();
       return;

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
 import type { AppConfig } from '../config/app-config';
+import { requestForLog } from './log-safety';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 
 /** JSON logs, one line per request, tagged with a request id the response also carries. */
@@ -16,8 +17,8 @@ export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string)
       },
       customLogLevel: (_request, response, error) =>
         error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
-      // Never log credentials.
-      redact: ['req.headers.authorization'],
+      // Never log credentials: no credential header, no key-shaped string in the URL or any header.
+      serializers: { req: requestForLog },
       autoLogging: { ignore: (request) => request.url?.startsWith('/health') ?? false },
     },
   });

@@ -1,6 +1,7 @@
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Logger, type Type } from '@nestjs/common';
 import type { Job } from 'bullmq';
+import { errorForLog } from '../common/log-safety';
 import type { AppConfig } from '../config/app-config';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
@@ -16,13 +17,13 @@ export class ReconciliationProcessor extends WorkerHost {
   /** A failed job is removed; the next sweep queues the payment again, so this is a log line, not a loss. */
   @OnWorkerEvent('failed')
   onFailed(job: Job | undefined, error: Error): void {
-    this.logger.error({ msg: 'reconciliation job failed', job: job?.name, jobId: job?.id, err: error });
+    this.logger.error({ msg: 'reconciliation job failed', job: job?.name, jobId: job?.id, err: errorForLog(error) });
   }
 
   /** Redis trouble (a lost connection, keys gone after a flush): logged as JSON, not printed raw. */
   @OnWorkerEvent('error')
   onError(error: Error): void {
-    this.logger.error({ msg: 'reconciliation worker error', err: error });
+    this.logger.error({ msg: 'reconciliation worker error', err: errorForLog(error) });
   }
 
   async process(job: Job): Promise<unknown> {

@@ -1,6 +1,7 @@
 import { InjectQueue } from '@nestjs/bullmq';
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { Queue } from 'bullmq';
+import { errorForLog } from '../common/log-safety';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { JobName, RECONCILIATION_QUEUE } from './reconciliation.constants';
@@ -66,7 +67,7 @@ export class ReconciliationScheduler implements OnApplicationBootstrap, OnApplic
       await this.upsertSchedulers();
       this.logger.warn({ msg: 'job schedulers were missing from Redis: re-created' });
     } catch (error) {
-      this.logger.warn({ msg: 'could not check the job schedulers; will retry', err: error });
+      this.logger.warn({ msg: 'could not check the job schedulers; will retry', err: errorForLog(error) });
     } finally {
       this.checking = false;
     }

@@ -1,0 +1,47 @@
+import { QueryFailedError } from 'typeorm';
+
+/** API keys (sk_…) and webhook secrets (whsec_…), wherever they appear in a string. */
+const SECRET = /\b(?:sk|whsec)_[A-Za-z0-9+/=_-]{8,}/g;
+const REDACTED = '[redacted]';
+
+/** Headers whose whole value is a credential, whatever its shape. */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'x-api-key', 'cookie', 'webhook-signature']);
+
+export function redactSecrets(text: string): string {
+  return text.replace(SECRET, REDACTED);
+}
+
+/**
+ * An error as it may be logged: its class, SQLSTATE and a message with
+ * anything key-shaped removed; never a statement's text or parameters (they
+ * hold what clients sent: descriptions, metadata, ids) and never a stack.
+ * A database error keeps only its SQLSTATE and the constraint or table it
+ * names: Postgres messages quote the offending values.
+ */
+export function errorForLog(error: unknown): Record<string, string | undefined> {
+  if (error instanceof QueryFailedError) {
+    const driverError = error.driverError as { code?: string; constraint?: string; table?: string };
+    return { type: 'QueryFailedError', code: driverError.code, constraint: driverError.constraint, table: driverError.table };
+  }
+  if (error instanceof Error) {
+    const { code } = error as { code?: unknown };
+    return { type: error.name, code: typeof code === 'string' ? code : undefined, message: redactSecrets(error.message) };
+  }
+  return { type: typeof error, message: redactSecrets(String(error)) };
+}
+
+/** What a request log line says of the request: no credential header, no key in the URL. */
+export function requestForLog(request: {
+  id?: unknown;
+  method?: string;
+  url?: string;
+  headers?: Record<string, unknown>;
+}): Record<string, unknown> {
+  const headers = Object.fromEntries(
+    Object.entries(request.headers ?? {}).map(([name, value]) => [
+      name,
+      CREDENTIAL_HEADERS.has(name.toLowerCase()) ? REDACTED : redactSecrets(String(value)),
+    ]),
+  );
+  return { id: request.id, method: request.method, url: redactSecrets(request.url ?? ''), headers };
+}
