@@ -5,12 +5,10 @@ import autocannon from 'autocannon';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import type { DataSource } from 'typeorm';
-import { createDataSource } from '../src/database/data-source';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
-import { ensureDatabase } from '../src/database/ensure-database';
-import { migrate } from '../src/database/migrate';
 import { loadConfigOrExit } from '../src/config/app-config';
 import { type ApiProcess, type ProviderProcess, startApiProcess, startProvider } from './lib/processes';
+import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
 
 /**
  * `npm run bench -- [--seconds 10] [--connections 10] [--json]`: the API as a
@@ -61,14 +59,11 @@ async function main(): Promise<void> {
   }
 
   const base = loadConfigOrExit();
-  const databaseUrl = Object.assign(new URL(base.databaseUrl), { pathname: `/${BENCH_DATABASE}` }).toString();
-  await ensureDatabase(databaseUrl);
-  const dataSource = await createDataSource({ databaseUrl }).initialize();
+  const databaseUrl = databaseUrlNamed(base.databaseUrl, BENCH_DATABASE);
+  const dataSource = await openScratchDatabase(databaseUrl);
   let provider: ProviderProcess | undefined;
   let api: ApiProcess | undefined;
   try {
-    await migrate(dataSource);
-    await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
     const client = await new ClientsService(new ClientsRepository(dataSource)).create('bench');
 
     const quiet = { LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, QUEUE_PREFIX: 'bench' };

@@ -1,20 +1,17 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
-import { createDataSource } from '../src/database/data-source';
-import { ensureDatabase } from '../src/database/ensure-database';
-import { migrate } from '../src/database/migrate';
 import type { PaymentStatus } from '../src/payments/payment';
 import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
 import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
+import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
 import { mulberry32 } from './lib/random';
 import { startProvider } from './lib/processes';
 
@@ -111,10 +108,7 @@ function parseOptions(argv: string[]): ChaosOptions {
 
 /** Creates and migrates the run's database, empties it, and makes the merchants' API keys. */
 async function prepareDatabase(databaseUrl: string, merchants: number): Promise<{ dataSource: DataSource; clients: ChaosClient[] }> {
-  await ensureDatabase(databaseUrl);
-  const dataSource = await createDataSource({ databaseUrl }).initialize();
-  await migrate(dataSource);
-  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
+  const dataSource = await openScratchDatabase(databaseUrl);
   const service = new ClientsService(new ClientsRepository(dataSource));
   const clients: ChaosClient[] = [];
   for (let i = 0; i < merchants; i++) {
@@ -124,16 +118,6 @@ async function prepareDatabase(databaseUrl: string, merchants: number): Promise<
   return { dataSource, clients };
 }
 
-async function pendingCount(dataSource: DataSource): Promise<number> {
-  const [{ n }] = (await dataSource.query(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`)) as { n: number }[];
-  return n;
-}
-
-/** Polls until no payment is pending, or the deadline passes. */
-async function drain(dataSource: DataSource, deadlineMs: number): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while ((await pendingCount(dataSource)) > 0 && Date.now() < deadline) await delay(250);
-}
 
 async function readFinalState(dataSource: DataSource): Promise<{ payments: FinalPayment[]; keys: KeyRow[] }> {
   const payments = (await dataSource.query(
@@ -157,9 +141,7 @@ function progress(line: string): void {
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
   const base = loadConfigOrExit();
-  const url = new URL(base.databaseUrl);
-  url.pathname = `/${options.database}`;
-  const databaseUrl = url.toString();
+  const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
   const startedAt = Date.now();
   progress(`seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}`);
 
@@ -228,7 +210,7 @@ async function main(): Promise<number> {
     const faultCounts = await faults;
     progress(`load done in ${Date.now() - startedAt} ms; faults stopped (${JSON.stringify(faultCounts)}); draining`);
 
-    await drain(dataSource, options.drainSeconds * 1_000);
+    await waitUntilNonePending(dataSource, options.drainSeconds * 1_000, 250);
     const audit = await runAudit(loadConfig(env), { maxExamples: options.examples, graceMs: 5_000 });
     const { payments, keys } = await readFinalState(dataSource);
     const verdict = judge({ exchanges, payments, keys, audit, maxExamples: options.examples });

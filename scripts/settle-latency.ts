@@ -6,11 +6,9 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
-import { createDataSource } from '../src/database/data-source';
-import { ensureDatabase } from '../src/database/ensure-database';
-import { migrate } from '../src/database/migrate';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { freePort } from './lib/private-redis';
+import { databaseUrlNamed, emptyTables, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
 import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from './lib/processes';
 
 /**
@@ -37,11 +35,9 @@ async function main(): Promise<void> {
     throw new Error('--payments must be an integer in [1, 100] and --settle-ms a non-negative integer');
   }
   const base = loadConfigOrExit();
-  const databaseUrl = Object.assign(new URL(base.databaseUrl), { pathname: `/${DATABASE}` }).toString();
-  await ensureDatabase(databaseUrl);
-  const dataSource = await createDataSource({ databaseUrl }).initialize();
+  const databaseUrl = databaseUrlNamed(base.databaseUrl, DATABASE);
+  const dataSource = await openScratchDatabase(databaseUrl);
   try {
-    await migrate(dataSource);
     const report: Record<string, unknown> = { payments, settle_ms: settleMs };
     for (const events of [true, false]) {
       report[events ? 'events_on' : 'events_off'] = await measure(dataSource, databaseUrl, base.redisUrl, {
@@ -62,7 +58,7 @@ async function measure(
   redisUrl: string,
   run: { events: boolean; payments: number; settleMs: number },
 ): Promise<{ median_ms: number; max_ms: number }> {
-  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
+  await emptyTables(dataSource);
   const client = await new ClientsService(new ClientsRepository(dataSource)).create('settle-latency');
   const env = { LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, QUEUE_PREFIX: `settle-${randomUUID().slice(0, 8)}` };
   const apiPort = await freePort();
@@ -85,13 +81,8 @@ async function measure(
       });
       if (res.status !== 202) throw new Error(`a pm_card_pending payment answered ${res.status}`);
     }
-    const deadline = Date.now() + DEADLINE_MS;
-    for (;;) {
-      const [{ n }] = (await dataSource.query(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`)) as { n: number }[];
-      if (n === 0) break;
-      if (Date.now() > deadline) throw new Error(`${n} payments still pending after ${DEADLINE_MS} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const stillPending = await waitUntilNonePending(dataSource, DEADLINE_MS);
+    if (stillPending > 0) throw new Error(`${stillPending} payments still pending after ${DEADLINE_MS} ms`);
     const charges = new Map((await provider.charges()).map((charge) => [charge.reference, charge]));
     const rows = (await dataSource.query(`SELECT id, status, updated_at FROM payments`)) as { id: string; status: string; updated_at: Date }[];
     const latencies = rows

@@ -5,9 +5,10 @@ import request from 'supertest';
 import type { App } from 'supertest/types';
 import { freePort } from '../scripts/lib/private-redis';
 import { startApiProcess, startWorkerProcess } from '../scripts/lib/processes';
+import { emptyTables } from '../scripts/lib/scratch-database';
 import { eventually } from './support/eventually';
 import { startApi } from './support/in-process-app';
-import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './support/test-env';
+import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, uniqueQueuePrefix } from './support/test-env';
 
 describe('operations endpoints', () => {
   let app: INestApplication;
@@ -92,7 +93,7 @@ describe('rate limiting', () => {
   it('answers 429 rate_limited with Retry-After past the per-client limit, before the key is read', async () => {
     const { app, http, dataSource } = await startApi(testConfig({ RATE_LIMIT_REQUESTS: '2' }));
     try {
-      await truncateAll(dataSource);
+      await emptyTables(dataSource);
       const { apiKey } = await createClient(dataSource);
       const other = await createClient(dataSource, 'other');
       const auth = { Authorization: `Bearer ${apiKey}` };

@@ -1,16 +1,5 @@
-import { apiClientsTable } from '../clients/clients.table';
-import { idempotencyKeysTable } from '../idempotency/idempotency-keys.table';
-import { paymentsTable } from '../payments/payments.table';
-import { processedMessagesTable } from '../provider-events/processed-messages.table';
 import { useTestDatabase } from '../../test/support/test-database';
-import type { Column, Table } from './table';
-
-const TABLES: Table<Record<string, Column<unknown>>>[] = [
-  apiClientsTable,
-  paymentsTable,
-  idempotencyKeysTable,
-  processedMessagesTable,
-];
+import { TABLES } from './tables';
 
 interface SchemaColumn {
   name: string;

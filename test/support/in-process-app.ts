@@ -6,11 +6,12 @@ import type { App } from 'supertest/types';
 import { DataSource } from 'typeorm';
 import { type ProviderProcess, startProvider } from '../../scripts/lib/processes';
 import { freePort } from '../../scripts/lib/private-redis';
+import { emptyTables } from '../../scripts/lib/scratch-database';
 import { AppModule } from '../../src/app.module';
 import { configureHttpApp } from '../../src/common/http-app';
 import type { AppConfig } from '../../src/config/app-config';
 import { WorkerModule } from '../../src/worker.module';
-import { createClient, dropQueue, testConfig, truncateAll, uniqueQueuePrefix } from './test-env';
+import { createClient, dropQueue, testConfig, uniqueQueuePrefix } from './test-env';
 
 /**
  * The API and the worker as Nest apps inside the jest process, with the mock
@@ -91,7 +92,7 @@ export class InProcessStack {
 
   /** Empties the tables and makes a fresh client, whose key becomes apiKey. */
   async reset(): Promise<void> {
-    await truncateAll(this.dataSource);
+    await emptyTables(this.dataSource);
     this.apiKey = (await createClient(this.dataSource, this.options.client)).apiKey;
   }
 

@@ -10,6 +10,7 @@ import {
   startProvider,
   startWorkerProcess,
 } from '../../scripts/lib/processes';
+import { emptyTables } from '../../scripts/lib/scratch-database';
 import { createDataSource } from '../../src/database/data-source';
 import {
   TEST_DATABASE_URL,
@@ -17,7 +18,6 @@ import {
   createClient,
   dropQueue,
   testConfig,
-  truncateAll,
   uniqueQueuePrefix,
 } from './test-env';
 
@@ -133,7 +133,7 @@ export class ProcessStack {
   }
 
   async reset(): Promise<void> {
-    await truncateAll(this.db);
+    await emptyTables(this.db);
     this.apiKey = (await createClient(this.db, this.options.client)).apiKey;
     this.clients = this.apis.map((api) => this.clientOf(api));
   }

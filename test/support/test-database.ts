@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
+import { emptyTables } from '../../scripts/lib/scratch-database';
 import { createDataSource } from '../../src/database/data-source';
-import { TEST_DATABASE_URL, assertTestDatabase, truncateAll } from './test-env';
+import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
 
 /**
  * For specs of statements against the real, migrated test database: one
@@ -14,7 +15,7 @@ export function useTestDatabase(): { readonly dataSource: DataSource } {
     handle.dataSource = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
   });
   beforeEach(async () => {
-    await truncateAll(handle.dataSource);
+    await emptyTables(handle.dataSource);
   });
   afterAll(async () => {
     await handle.dataSource?.destroy();

@@ -51,9 +51,6 @@ export async function dropQueue(config: AppConfig): Promise<void> {
   }
 }
 
-export async function truncateAll(dataSource: DataSource): Promise<void> {
-  await dataSource.query('TRUNCATE idempotency_keys, payments, api_clients, processed_messages CASCADE');
-}
 
 export async function createClient(dataSource: DataSource, name = 'test client'): Promise<{ id: string; apiKey: string }> {
   const client = await new ClientsService(new ClientsRepository(dataSource)).create(name);

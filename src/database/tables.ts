@@ -1,0 +1,13 @@
+import { apiClientsTable } from '../clients/clients.table';
+import { idempotencyKeysTable } from '../idempotency/idempotency-keys.table';
+import { paymentsTable } from '../payments/payments.table';
+import { processedMessagesTable } from '../provider-events/processed-messages.table';
+import type { Column, Table } from './table';
+
+/** Every table the migrations create, each declared once beside its feature. */
+export const TABLES: readonly Table<Record<string, Column<unknown>>>[] = [
+  apiClientsTable,
+  paymentsTable,
+  idempotencyKeysTable,
+  processedMessagesTable,
+];
