@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import request from 'supertest';
 import { eventually } from './support/eventually';
-import { useInProcessStack } from './support/in-process-app';
+import { type InProcessStack, useInProcessStack } from './support/in-process-app';
 import { TEST_DATABASE_URL } from './support/test-env';
 
 jest.setTimeout(30_000);
@@ -15,32 +15,38 @@ jest.setTimeout(30_000);
  * provider. The API and worker run in this process, the provider and the
  * operator command as real processes.
  */
+/** Sends a payment to review at its first reconciliation attempt without a final answer. */
+const REVIEW_AT_ONCE = {
+  RECONCILE_INTERVAL_MS: '100',
+  RECONCILE_STALE_AFTER_MS: '0',
+  RECONCILE_MAX_ATTEMPTS: '1',
+};
+
+function postTo(stack: InProcessStack, key: string, payload: object) {
+  return request(stack.url)
+    .post('/v1/payments')
+    .set('Authorization', `Bearer ${stack.apiKey}`)
+    .set('Idempotency-Key', key)
+    .send(payload);
+}
+
+async function statusIn(stack: InProcessStack, paymentId: string): Promise<string> {
+  const res = await request(stack.url).get(`/v1/payments/${paymentId}`).set('Authorization', `Bearer ${stack.apiKey}`);
+  return res.body.status as string;
+}
+
+function reachesIn(stack: InProcessStack, paymentId: string, status: string) {
+  return eventually(async () => ((await statusIn(stack, paymentId)) === status ? true : undefined), {
+    what: `payment ${paymentId} to be ${status}`,
+  });
+}
+
 describe('payments in review', () => {
   const stack = useInProcessStack({ providerEnv: { PROVIDER_PENDING_SETTLE_MS: '2500' } });
 
-  /** Sends a payment to review at its first reconciliation attempt without a final answer. */
-  const REVIEW_AT_ONCE = {
-    RECONCILE_INTERVAL_MS: '100',
-    RECONCILE_STALE_AFTER_MS: '0',
-    RECONCILE_MAX_ATTEMPTS: '1',
-  };
-
-  const post = (key: string, payload: object) =>
-    request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', key)
-      .send(payload);
-
-  const statusOf = async (paymentId: string): Promise<string> =>
-    (await request(stack.url).get(`/v1/payments/${paymentId}`).set('Authorization', `Bearer ${stack.apiKey}`)).body
-      .status as string;
-
-  const reaches = (paymentId: string, status: string, timeoutMs = 10_000) =>
-    eventually(async () => ((await statusOf(paymentId)) === status ? true : undefined), {
-      timeoutMs,
-      what: `payment ${paymentId} to be ${status}`,
-    });
+  const post = (key: string, payload: object) => postTo(stack, key, payload);
+  const statusOf = (paymentId: string) => statusIn(stack, paymentId);
+  const reaches = (paymentId: string, status: string) => reachesIn(stack, paymentId, status);
 
   /** `npm run payment:resolve` as a real process: its exit code and its one JSON line. */
   function resolve(args: string[]): Promise<{ code: number; result: Record<string, unknown> }> {
@@ -142,28 +148,15 @@ describe('a payment in review settled by the provider’s event', () => {
   it('leaves review on the charge.succeeded event, long before any re-check: one charge, the 201 replayed', async () => {
     const key = randomUUID();
     const payload = { amount: 950, currency: 'USD', payment_method: 'pm_card_pending' };
-    const post = () =>
-      request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(payload);
-    const statusOf = async (id: string) =>
-      (await request(stack.url).get(`/v1/payments/${id}`).set('Authorization', `Bearer ${stack.apiKey}`)).body.status as string;
-    const first = await post();
+    const first = await postTo(stack, key, payload);
     expect(first.status).toBe(202);
 
     // The ladder gives up at once; the review re-check is an hour away: only the event can settle it in time.
-    await stack.startWorker({
-      RECONCILE_INTERVAL_MS: '100',
-      RECONCILE_STALE_AFTER_MS: '0',
-      RECONCILE_MAX_ATTEMPTS: '1',
-      REVIEW_RECHECK_INTERVAL_MS: '3600000',
-    });
-    await eventually(async () => ((await statusOf(first.body.id)) === 'requires_review' ? true : undefined), {
-      what: 'the payment to go to review',
-    });
-    await eventually(async () => ((await statusOf(first.body.id)) === 'succeeded' ? true : undefined), {
-      what: 'the event to settle the review',
-    });
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '3600000' });
+    await reachesIn(stack, first.body.id, 'requires_review');
+    await reachesIn(stack, first.body.id, 'succeeded');
 
-    const late = await post();
+    const late = await postTo(stack, key, payload);
     expect(late.status).toBe(201);
     expect(late.headers['idempotent-replayed']).toBe('true');
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
