@@ -23,7 +23,7 @@ export class AppModule {
         PaymentsModule,
         ProviderEventsModule,
         HealthModule,
-        MetricsModule,
+        MetricsModule.servedOn((config) => config.metrics.apiPort),
       ],
     };
   }

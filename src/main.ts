@@ -8,6 +8,7 @@ import { AppModule } from './app.module';
 import { configureHttpApp } from './common/http-app';
 import { closeConnectionsAfterReplyOnShutdown } from './common/http-shutdown';
 import { loadConfigOrExit } from './config/app-config';
+import { MetricsServer } from './metrics/metrics.server';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
@@ -26,9 +27,10 @@ async function bootstrap(): Promise<void> {
   closeConnectionsAfterReplyOnShutdown(app.getHttpServer() as Server);
   await app.listen(config.http.port);
   const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
-  // Written whatever LOG_LEVEL says: whoever started the API with PORT=0
-  // reads the bound port from this line.
-  pino({ name: 'payments-api' }).info({ port, url: `http://127.0.0.1:${port}` }, 'listening');
+  // Written whatever LOG_LEVEL says: whoever started the API with PORT=0 (or
+  // METRICS_PORT=0) reads the bound ports from this line.
+  const metricsPort = app.get(MetricsServer).port;
+  pino({ name: 'payments-api' }).info({ port, url: `http://127.0.0.1:${port}`, metrics_port: metricsPort }, 'listening');
 }
 
 bootstrap().catch((error: unknown) => {

@@ -5,7 +5,6 @@ import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { MetricsModule } from './metrics/metrics.module';
-import { WorkerMetricsServer } from './metrics/worker-metrics.server';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
 
 /** The worker process: reconciliation, review re-checks and key expiry; no HTTP but its metrics port. */
@@ -19,10 +18,9 @@ export class WorkerModule {
         loggingModule(config, 'payments-worker'),
         CrashPointModule,
         DatabaseModule,
-        MetricsModule,
+        MetricsModule.servedOn((config) => config.metrics.workerPort),
         ReconciliationModule,
       ],
-      providers: [WorkerMetricsServer],
     };
   }
 }

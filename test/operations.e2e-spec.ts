@@ -7,6 +7,7 @@ import { freePort } from '../scripts/lib/private-redis';
 import { startApiProcess, startWorkerProcess } from '../scripts/lib/processes';
 import { emptyTables } from '../scripts/lib/scratch-database';
 import { eventually } from './support/eventually';
+import { MetricsServer } from '../src/metrics/metrics.server';
 import { startApi } from './support/in-process-app';
 import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, uniqueQueuePrefix } from './support/test-env';
 
@@ -44,13 +45,18 @@ describe('operations endpoints', () => {
     expect(made.headers['x-request-id']).toMatch(/^req_[0-9a-f-]{36}$/);
   });
 
-  it('serves Prometheus metrics', async () => {
+  it('serves Prometheus metrics on METRICS_PORT, and not on the public port', async () => {
     await request(http).get('/health/live');
-    const res = await request(http).get('/metrics');
+    const res = await fetch(`http://127.0.0.1:${app.get(MetricsServer).port}/metrics`);
 
     expect(res.status).toBe(200);
-    expect(res.headers['content-type']).toMatch(/^text\/plain/);
-    expect(res.text).toContain('http_request_duration_seconds_count{method="GET",route="/health/live",status="200"}');
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(await res.text()).toContain(
+      'http_request_duration_seconds_count{method="GET",route="/health/live",status="200"}',
+    );
+    const onPublicPort = await request(http).get('/metrics');
+    expect(onPublicPort.status).toBe(404);
+    expect(onPublicPort.body.error.code).toBe('route_not_found');
   });
 
   it('serves the OpenAPI document and its UI', async () => {

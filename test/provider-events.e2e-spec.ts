@@ -235,7 +235,7 @@ describe('provider events from the provider, duplicated and reordered', () => {
       expect(await stack.provider.chargesFor(payment.id)).toHaveLength(1);
     }
     expect((await recorded()).size).toBe(events.length);
-    const metrics = await (await fetch(`${stack.url}/metrics`)).text();
+    const metrics = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`provider_events_total\\{result="applied"\\} ${pending.length}\\b`));
   });
 });

@@ -49,9 +49,9 @@ describe('provider resilience', () => {
     return row;
   }
 
-  /** The value of one Prometheus sample on GET /metrics, 0 when absent. */
+  /** The value of one Prometheus sample on the API's GET /metrics, 0 when absent. */
   async function metric(sample: string): Promise<number> {
-    const text = (await request(api!.url).get('/metrics')).text;
+    const text = await (await fetch(`${api!.metricsUrl}/metrics`)).text();
     const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
     return line ? Number(line.slice(sample.length + 1)) : 0;
   }

@@ -77,7 +77,10 @@ export interface HttpProcess extends ManagedProcess {
 }
 
 /** The payments API (dist/src/main.js). */
-export type ApiProcess = HttpProcess;
+export interface ApiProcess extends HttpProcess {
+  /** Where it serves GET /metrics: METRICS_PORT, apart from the public port. */
+  readonly metricsUrl: string;
+}
 
 /** The reconciliation worker (dist/src/worker.js). */
 export type WorkerProcess = ManagedProcess;
@@ -111,7 +114,9 @@ export class ProcessStartError extends Error {
  * of this process's environment; resolves once it answers GET /health/live.
  */
 export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
-  return listening(launch('api', 'main.js', { PORT: '0', ...env }), '/health/live');
+  const api = await listening(launch('api', 'main.js', { PORT: '0', METRICS_PORT: '0', ...env }), '/health/live');
+  const { json } = await api.waitForLine(({ json }) => json?.msg === 'listening');
+  return { ...api, metricsUrl: `http://127.0.0.1:${json!.metrics_port as number}` };
 }
 
 /** The reconciliation worker; resolves once its BullMQ worker and job schedulers are set up. */

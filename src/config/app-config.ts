@@ -130,8 +130,9 @@ export function loadConfig(env: Env = process.env) {
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Namespace of the BullMQ keys in Redis; lets several stacks (or test runs) share one Redis. */
     queuePrefix: r.name('QUEUE_PREFIX', 'payments'),
+    /** Where each process serves GET /metrics, apart from the public API port (0: a free port, as tests use). */
     metrics: {
-      /** Where the worker serves GET /metrics (0: a free port, as tests use). */
+      apiPort: r.int('METRICS_PORT', 9463, 0, 65535),
       workerPort: r.int('WORKER_METRICS_PORT', 9464, 0, 65535),
     },
     http: {

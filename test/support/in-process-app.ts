@@ -10,6 +10,7 @@ import { emptyTables } from '../../scripts/lib/scratch-database';
 import { AppModule } from '../../src/app.module';
 import { configureHttpApp } from '../../src/common/http-app';
 import type { AppConfig } from '../../src/config/app-config';
+import { MetricsServer } from '../../src/metrics/metrics.server';
 import { WorkerModule } from '../../src/worker.module';
 import { createClient, dropQueue, testConfig, uniqueQueuePrefix } from './test-env';
 
@@ -58,6 +59,8 @@ export class InProcessStack {
   app!: INestApplication;
   /** e.g. http://127.0.0.1:40123, for supertest and for the HTTP clients in scripts/lib. */
   url!: string;
+  /** Where the API serves GET /metrics (its own port, as in production). */
+  metricsUrl!: string;
   dataSource!: DataSource;
   apiKey!: string;
   private workers: INestApplicationContext[] = [];
@@ -86,6 +89,7 @@ export class InProcessStack {
     this.teardown.push(() => app.close());
     await app.listen(apiPort, '127.0.0.1');
     this.url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+    this.metricsUrl = `http://127.0.0.1:${app.get(MetricsServer).port}`;
     this.dataSource = dataSource;
     return this;
   }

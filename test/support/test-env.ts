@@ -30,7 +30,8 @@ export function testConfig(overrides: Record<string, string> = {}): AppConfig {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     DATABASE_URL: TEST_DATABASE_URL,
-    // Several workers run in one test process: each takes a free port.
+    // Several APIs and workers run in one test process: each takes free metrics ports.
+    METRICS_PORT: '0',
     WORKER_METRICS_PORT: '0',
     ...overrides,
   });
