@@ -7,6 +7,13 @@ export function generateApiKey(): string {
   return `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
 }
 
+/** What generateApiKey makes: the prefix and 43 base64url characters. */
+const API_KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
+
+export function isApiKeyShaped(candidate: string): boolean {
+  return API_KEY_SHAPE.test(candidate);
+}
+
 /**
  * SHA-256 is enough here, unlike for passwords: a key carries 256 random bits,
  * so there is no dictionary to try, and a fast hash keeps auth to one indexed

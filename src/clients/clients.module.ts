@@ -3,6 +3,7 @@ import { ThrottlerModule } from '@nestjs/throttler';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
 import { ApiKeyGuard } from './api-key.guard';
+import { AuthFailureLimiter } from './auth-failure-limiter';
 import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
@@ -16,7 +17,17 @@ import { ClientsService } from './clients.service';
       }),
     }),
   ],
-  providers: [ClientsRepository, ClientsService, ApiKeyGuard, ClientThrottlerGuard],
-  exports: [ClientsService, ApiKeyGuard, ClientThrottlerGuard],
+  providers: [
+    ClientsRepository,
+    ClientsService,
+    ApiKeyGuard,
+    ClientThrottlerGuard,
+    {
+      provide: AuthFailureLimiter,
+      inject: [APP_CONFIG],
+      useFactory: ({ rateLimit }: AppConfig) => new AuthFailureLimiter(rateLimit.authFailures, rateLimit.authFailureWindowMs),
+    },
+  ],
+  exports: [ClientsService, ApiKeyGuard, ClientThrottlerGuard, AuthFailureLimiter],
 })
 export class ClientsModule {}

@@ -1,42 +1,84 @@
-import type { INestApplication } from '@nestjs/common';
+import type { Server } from 'node:http';
+import { type INestApplication, Logger } from '@nestjs/common';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { AuthFailureLimiter } from '../clients/auth-failure-limiter';
+import { authenticateBeforeBody } from '../clients/authentication.middleware';
+import { ClientsService } from '../clients/clients.service';
+import { APP_CONFIG, type AppConfig } from '../config/app-config';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
 import { bodyProblem } from './json-body';
+import { requestForLog } from './log-safety';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { keepRawBody } from './raw-body';
-import type { TransportError } from './transport-error';
-import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
+import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
+import { TransportError } from './transport-error';
+import { assignRequestId } from './request-id';
 import { StrictValidationPipe } from './validation';
 
 /** Large enough for every field at its limit; anything bigger is refused unread. */
 const BODY_LIMIT = '64kb';
 
+/** How often Node looks for requests past their timeout. */
+const CONNECTION_SWEEP_MS = 1_000;
+
+const logger = new Logger('HttpApp');
+
 /**
- * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
- * exercise the same pipeline. The app must be created with bodyParser: false.
+ * An error answered by a middleware, before Nest's filter or the request
+ * logger could: the same envelope, and a log line like the request logger's.
  */
-/** An error answered by a middleware, before Nest's filter could: the same envelope, and a request id. */
 function refuseBeforeRouting(request: Request, response: Response, error: DomainError | TransportError): void {
   const reply = errorReply(error);
-  response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
+  logger.warn({ msg: 'request refused', code: error.code, req: requestForLog(request), res: { statusCode: reply.status } });
+  // Refused before its body was read (a failed authentication): close rather
+  // than drain what may be a slow or endless body.
+  if (!request.complete) response.setHeader('Connection', 'close');
   response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
 }
 
+/**
+ * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
+ * exercise the same pipeline. The app must be created with bodyParser: false.
+ *
+ * In order: a request id; metrics; the API key (before the body is read);
+ * the JSON body; what the parser accepted but nothing may read; then Nest's
+ * guards, pipes and routes.
+ */
 export function configureHttpApp(app: INestApplication): void {
-  (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
+  const config = app.get<AppConfig>(APP_CONFIG);
+  const instance = app.getHttpAdapter().getInstance() as express.Express;
+  instance.disable('x-powered-by');
+  // request.ip (what the failed-authentication limit counts by) is then the
+  // address the trusted proxies saw, not the proxy's own.
+  if (config.http.trustProxyHops > 0) instance.set('trust proxy', config.http.trustProxyHops);
+  const server = app.getHttpServer() as Server;
+  // A client gets this long to send its whole request; Node's default of
+  // five minutes lets a few slow bodies hold connections for ever.
+  server.requestTimeout = config.http.requestTimeoutMs;
+  server.headersTimeout = config.http.requestTimeoutMs;
+  // Node enforces both only when it sweeps its connections, every 30 s by
+  // default. This is http.createServer's option of that name, which Nest
+  // does not pass through; Node reads it when the server starts listening.
+  Object.assign(server, { connectionsCheckingInterval: CONNECTION_SWEEP_MS });
+
+  app.use((request: Request, response: Response, next: NextFunction) => {
+    assignRequestId(request, response);
+    next();
+  });
   app.use(httpMetricsMiddleware(app.get(Metrics)));
+  app.use(authenticateBeforeBody(app.get(ClientsService), app.get(AuthFailureLimiter), [PROVIDER_EVENTS_PATH]));
   app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json', verify: keepRawBody }));
   // Answered here, before any route or the request logger has run, so that a
-  // malformed or oversized body gets its own code (body_invalid_json,
-  // body_too_large) and still carries a request id.
+  // failed authentication, a malformed or oversized body get their own code
+  // (unauthenticated, body_invalid_json, body_too_large).
   app.use((error: unknown, request: Request, response: Response, next: NextFunction) => {
-    const parserError = fromBodyParserError(error);
-    if (!parserError) return next(error);
-    refuseBeforeRouting(request, response, parserError);
+    const refusal = error instanceof DomainError || error instanceof TransportError ? error : fromBodyParserError(error);
+    if (!refusal) return next(error);
+    refuseBeforeRouting(request, response, refusal);
   });
   // What the parser accepted but nothing after it may read (see bodyProblem):
   // refused before the fingerprint, validation or the database see it.

@@ -118,6 +118,9 @@ const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
 /** For development and tests only: refused when NODE_ENV is production. */
 const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 
+/** Also the pool of the tools and tests that open a DataSource from a URL alone. */
+export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000 };
+
 export function loadConfig(env: Env = process.env) {
   const r = new Reader(env);
   const config = {
@@ -127,6 +130,11 @@ export function loadConfig(env: Env = process.env) {
       'postgres:',
       'postgresql:',
     ]),
+    databasePool: {
+      size: r.int('DATABASE_POOL_SIZE', DATABASE_POOL_DEFAULTS.size, 1, 1_000),
+      /** How long a request waits for a free connection before its 503. */
+      acquireTimeoutMs: r.int('DATABASE_POOL_TIMEOUT_MS', DATABASE_POOL_DEFAULTS.acquireTimeoutMs, 1),
+    },
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Namespace of the BullMQ keys in Redis; lets several stacks (or test runs) share one Redis. */
     queuePrefix: r.name('QUEUE_PREFIX', 'payments'),
@@ -139,11 +147,18 @@ export function loadConfig(env: Env = process.env) {
       port: r.int('PORT', 3000, 0, 65535),
       /** How long SIGTERM waits for in-flight requests before the process exits anyway. */
       shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0),
+      /** The longest a client may take to send a whole request, headers and body (a slow body is cut off). */
+      requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 10_000, 1_000),
+      /** Proxies in front of the API whose X-Forwarded-For is believed (0: the TCP peer is the client). */
+      trustProxyHops: r.int('TRUST_PROXY_HOPS', 0, 0, 10),
     },
     /** Per client and per API process: a guard against a runaway client, not a quota. */
     rateLimit: {
       requests: r.int('RATE_LIMIT_REQUESTS', 6_000, 1),
       windowMs: r.int('RATE_LIMIT_WINDOW_MS', 60_000, 1_000),
+      /** Failed authentications per address per window, per API process, before the address gets 429s. */
+      authFailures: r.int('AUTH_FAILURE_LIMIT', 20, 1),
+      authFailureWindowMs: r.int('AUTH_FAILURE_WINDOW_MS', 60_000, 1_000),
     },
     idempotency: {
       /** Counted from the stored answer; a key without one (its payment not final) never expires. */

@@ -1,5 +1,5 @@
 import { DataSource, DataSourceOptions } from 'typeorm';
-import type { AppConfig } from '../config/app-config';
+import { type AppConfig, DATABASE_POOL_DEFAULTS } from '../config/app-config';
 import { migrations } from '../../migrations';
 
 /**
@@ -7,7 +7,10 @@ import { migrations } from '../../migrations';
  * tests. The schema changes only through migrations: synchronize is off
  * everywhere, tests included.
  */
-export function dataSourceOptions(config: Pick<AppConfig, 'databaseUrl'>): DataSourceOptions {
+export function dataSourceOptions(
+  config: Pick<AppConfig, 'databaseUrl'> & Partial<Pick<AppConfig, 'databasePool'>>,
+): DataSourceOptions {
+  const pool = config.databasePool ?? DATABASE_POOL_DEFAULTS;
   return {
     type: 'postgres',
     url: config.databaseUrl,
@@ -15,12 +18,20 @@ export function dataSourceOptions(config: Pick<AppConfig, 'databaseUrl'>): DataS
     migrationsRun: false,
     migrations,
     migrationsTableName: 'typeorm_migrations',
-    // Every statement a request makes is short; a stuck one must not hold a
-    // pooled connection (or a row lock) for ever.
-    extra: { max: 20, statement_timeout: 10_000, idle_in_transaction_session_timeout: 10_000 },
+    extra: {
+      max: pool.size,
+      // With every connection busy, a request waits this long for one and then
+      // gets a 503 (the driver's "timeout exceeded when trying to connect"),
+      // rather than queueing for ever behind a stuck database.
+      connectionTimeoutMillis: pool.acquireTimeoutMs,
+      // Every statement a request makes is short; a stuck one must not hold a
+      // pooled connection (or a row lock) for ever.
+      statement_timeout: 10_000,
+      idle_in_transaction_session_timeout: 10_000,
+    },
   };
 }
 
-export function createDataSource(config: Pick<AppConfig, 'databaseUrl'>): DataSource {
+export function createDataSource(config: Parameters<typeof dataSourceOptions>[0]): DataSource {
   return new DataSource(dataSourceOptions(config));
 }

@@ -3,11 +3,13 @@ import type { Request } from 'express';
 import { rawBodyOf } from '../common/raw-body';
 import { ProviderEventsService } from './provider-events.service';
 
+export const PROVIDER_EVENTS_PATH = '/v1/provider/events';
+
 /**
  * The provider's events. No API key: the Standard Webhooks signature is the
  * authentication, checked over the raw bytes before anything else.
  */
-@Controller('v1/provider/events')
+@Controller(PROVIDER_EVENTS_PATH)
 export class ProviderEventsController {
   constructor(private readonly events: ProviderEventsService) {}
 
