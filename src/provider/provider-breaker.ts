@@ -116,7 +116,10 @@ export interface CircuitStates {
  *
  * Per process and bounded: the circuits of at most PROVIDER_TRACKED_CLIENTS
  * clients are kept, the least recently seen forgotten first, and a client idle
- * for longer than the window and the half-open period starts afresh.
+ * for longer than the window and the half-open period starts afresh. (Short of
+ * that, SamplingBreaker moves its window by at most one slot per call: for a
+ * client calling less than once a slot, the window spans its last slots with
+ * calls rather than the last PROVIDER_BREAKER_WINDOW_MS.)
  *
  * The budget (retry-budget.ts) stops our retries in an outage; the breaker
  * stops the first attempts too, and lets the API refuse new payments before
