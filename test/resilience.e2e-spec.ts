@@ -3,6 +3,7 @@ import request from 'supertest';
 import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
 import { eventually } from './support/eventually';
 import { type InProcessStack, startInProcessStack } from './support/in-process-app';
+import { createClient } from './support/test-env';
 
 /**
  * The resilience layer end to end: Retry-After, the retry budget, the circuit
@@ -34,10 +35,10 @@ describe('provider resilience', () => {
     });
   }
 
-  function post(key: string, paymentMethod: string) {
+  function post(key: string, paymentMethod: string, apiKey = api!.apiKey) {
     return request(api!.url)
       .post('/v1/payments')
-      .set('Authorization', `Bearer ${api!.apiKey}`)
+      .set('Authorization', `Bearer ${apiKey}`)
       .set('Idempotency-Key', key)
       .send({ amount: 500, currency: 'USD', payment_method: paymentMethod });
   }
@@ -97,10 +98,14 @@ describe('provider resilience', () => {
   });
 
   it('answers 503 with Retry-After while the circuit is open, writing nothing, and lets a probe through later', async () => {
-    await start({ PROVIDER_BREAKER_THRESHOLD: '3', PROVIDER_BREAKER_HALF_OPEN_MS: '2000' });
+    await start({
+      PROVIDER_BREAKER_MIN_CALLS: '1',
+      PROVIDER_BREAKER_FAILURE_RATIO: '0.4',
+      PROVIDER_BREAKER_HALF_OPEN_MS: '2000',
+    });
     const finishedKey = randomUUID();
     const finished = await post(finishedKey, 'pm_card_ok');
-    const tripping = await post(randomUUID(), 'pm_card_unavailable'); // three 503s in a row open it
+    const tripping = await post(randomUUID(), 'pm_card_unavailable'); // one failed call in two opens it
     expect(tripping.status).toBe(202);
     const before = await rows();
     const chargesBefore = (await provider.charges()).length;
@@ -113,7 +118,7 @@ describe('provider resilience', () => {
     expect(refused.body.error).toMatchObject({ type: 'api_error', code: 'provider_unavailable' });
     expect(await rows()).toEqual(before);
     expect((await provider.charges()).length).toBe(chargesBefore);
-    expect(await metric('provider_breaker_state_changes_total{to="open"}')).toBe(1);
+    expect(await metric('provider_breaker_state_changes_total{scope="client",to="open"}')).toBe(1);
     // A finished payment's answer needs no provider: its replay is served while the circuit is open.
     const replay = await post(finishedKey, 'pm_card_ok');
     expect(replay.status).toBe(201);
@@ -129,7 +134,7 @@ describe('provider resilience', () => {
     );
     expect(probe.status).toBe(201);
     expect(await provider.chargesFor(probe.body.id)).toHaveLength(1);
-    expect(await metric('provider_breaker_state_changes_total{to="closed"}')).toBe(1);
+    expect(await metric('provider_breaker_state_changes_total{scope="client",to="closed"}')).toBe(1);
   });
 
   it('postpones reconciliation while the worker’s circuit is open, without counting an attempt', async () => {
@@ -138,9 +143,11 @@ describe('provider resilience', () => {
     expect(pending.status).toBe(202);
 
     // First run: the lookup answers 404, the resubmission fails and opens the worker's circuit
-    // (one counted attempt); the next run is refused by the circuit and deferred for its minute.
+    // for this client (one failed call in two; one counted attempt); the next run is refused by
+    // the circuit and deferred for its minute.
     await api!.startWorker({
-      PROVIDER_BREAKER_THRESHOLD: '1',
+      PROVIDER_BREAKER_MIN_CALLS: '1',
+      PROVIDER_BREAKER_FAILURE_RATIO: '0.4',
       PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
       RECONCILE_INTERVAL_MS: '100',
       RECONCILE_STALE_AFTER_MS: '0',
@@ -159,6 +166,78 @@ describe('provider resilience', () => {
       { what: 'the reconciliation to be deferred' },
     );
     expect(deferred).toEqual({ status: 'pending', reconcile_attempts: 1, deferred: true });
+  });
+
+  describe('one client cannot exhaust the provider for the others', () => {
+    /** Each client's payments one after another, the clients side by side. */
+    async function payments(apiKey: string, paymentMethod: string, count: number): Promise<number[]> {
+      const statuses: number[] = [];
+      for (let i = 0; i < count; i++) statuses.push((await post(randomUUID(), paymentMethod, apiKey)).status);
+      return statuses;
+    }
+
+    it('leaves client B at 201 while client A’s payments keep failing, and opens only A’s circuit', async () => {
+      await start({ PROVIDER_BREAKER_HALF_OPEN_MS: '60000' });
+      const a = await createClient(api!.dataSource, 'client A');
+
+      // 12 failing payments of three attempts each: enough to open the per-process breaker of
+      // old (10 consecutive failed attempts) three times over.
+      const opening = await payments(a.apiKey, 'pm_card_unavailable', 12);
+      // A keeps failing while B pays.
+      const [fromA, fromB] = await Promise.all([
+        payments(a.apiKey, 'pm_card_unavailable', 12),
+        payments(api!.apiKey, 'pm_card_ok', 12),
+      ]);
+
+      expect(fromB).toEqual(Array(12).fill(201));
+      // A's own circuit opened after its fifth failed call: from then on A is refused, before any work.
+      expect(opening).toEqual([...Array(5).fill(202), ...Array(7).fill(503)]);
+      expect(fromA).toEqual(Array(12).fill(503));
+      expect(await metric('provider_breaker_state_changes_total{scope="client",to="open"}')).toBe(1);
+      expect(await metric('provider_breaker_state_changes_total{scope="provider",to="open"}')).toBe(0);
+    });
+
+    it('keeps client B’s retries when client A’s flaky payments have spent A’s budget', async () => {
+      await start();
+      const a = await createClient(api!.dataSource, 'client A');
+
+      // Two retries each: A's sixth flaky payment finds A's bucket (10 tokens) empty.
+      const fromA = await payments(a.apiKey, 'pm_card_flaky', 6);
+      const fromB = await payments(api!.apiKey, 'pm_card_flaky', 2);
+
+      expect(fromA).toEqual([201, 201, 201, 201, 201, 202]);
+      expect(fromB).toEqual([201, 201]);
+      expect(await metric('provider_retry_budget_exhausted_total')).toBe(1);
+    });
+
+    it('still opens the circuit for every client when the provider is down for all', async () => {
+      const down = await startProvider({ PROVIDER_FAILURE_RATE: '1' });
+      try {
+        await start({ PROVIDER_BREAKER_HALF_OPEN_MS: '60000' }, down);
+        const a = await createClient(api!.dataSource, 'client A');
+        const c = await createClient(api!.dataSource, 'client C');
+
+        // A and B fail until their own circuits open; C has made no payment at all.
+        const [fromA, fromB] = await Promise.all([
+          payments(a.apiKey, 'pm_card_ok', 6),
+          payments(api!.apiKey, 'pm_card_ok', 6),
+        ]);
+
+        expect(fromA.slice(0, 5)).toEqual(Array(5).fill(202));
+        expect(fromB.slice(0, 5)).toEqual(Array(5).fill(202));
+        for (const apiKey of [a.apiKey, api!.apiKey, c.apiKey]) {
+          const refused = await post(randomUUID(), 'pm_card_ok', apiKey);
+          expect(refused.status).toBe(503);
+          expect(refused.body.error.code).toBe('provider_unavailable');
+          expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+        }
+        expect(await metric('provider_breaker_state_changes_total{scope="provider",to="open"}')).toBe(1);
+      } finally {
+        await api?.stop();
+        api = undefined;
+        await down.stop();
+      }
+    });
   });
 
   describe('deadline propagation', () => {

@@ -12,7 +12,14 @@ describe('loadConfig', () => {
     expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000 });
     expect(config.reconcile.staleAfterMs).toBe(60_000);
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
-    expect(config.provider.breaker).toEqual({ threshold: 10, halfOpenAfterMs: 5_000 });
+    expect(config.provider.breaker).toEqual({
+      failureRatio: 0.5,
+      windowMs: 10_000,
+      minCalls: 5,
+      minClients: 2,
+      halfOpenAfterMs: 5_000,
+    });
+    expect(config.provider.trackedClients).toBe(10_000);
   });
 
   it('reads and types the values it is given', () => {
@@ -35,8 +42,16 @@ describe('loadConfig', () => {
     ['QUEUE_PREFIX', 'a b'],
     ['PROVIDER_RETRY_BUDGET_CAPACITY', '0'],
     ['PROVIDER_RETRY_BUDGET_REFUND', '2'],
-    ['PROVIDER_BREAKER_THRESHOLD', 'many'],
+    ['PROVIDER_BREAKER_FAILURE_RATIO', '0'],
+    ['PROVIDER_BREAKER_FAILURE_RATIO', '1'],
+    ['PROVIDER_BREAKER_WINDOW_MS', '999'],
+    ['PROVIDER_BREAKER_MIN_CALLS', '0'],
+    ['PROVIDER_BREAKER_MIN_CALLS', '101'],
+    ['PROVIDER_BREAKER_MIN_CLIENTS', '0'],
     ['PROVIDER_BREAKER_HALF_OPEN_MS', '0'],
+    ['PROVIDER_TRACKED_CLIENTS', '0'],
+    // Retired: it counted every client's attempts together.
+    ['PROVIDER_BREAKER_THRESHOLD', '10'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {
     expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^Invalid configuration: ${variable} `));

@@ -172,16 +172,25 @@ export function loadConfig(env: Env = process.env) {
       deadlineMs: r.int('PROVIDER_DEADLINE_MS', 8_000, 1),
       backoffBaseMs: r.int('PROVIDER_BACKOFF_BASE_MS', 100, 0),
       backoffCapMs: r.int('PROVIDER_BACKOFF_CAP_MS', 1_000, 0),
-      /** Per process, shared by every call: each retry spends a token, each first attempt refunds `refund`. */
+      /** One per API client: each retry spends a token, each first attempt refunds `refund`. */
       retryBudget: {
         capacity: r.int('PROVIDER_RETRY_BUDGET_CAPACITY', 10, 1, 1_000_000),
         refund: r.ratio('PROVIDER_RETRY_BUDGET_REFUND', 0.1),
       },
-      /** Per process: consecutive transient failures that open the circuit, and how long it stays open. */
+      /**
+       * One circuit per API client, rate-based over whole calls; the provider-wide
+       * circuit opens only when the open ones are several clients and most of the
+       * active ones (see provider-breaker.ts).
+       */
       breaker: {
-        threshold: r.int('PROVIDER_BREAKER_THRESHOLD', 10, 1, 10_000),
+        failureRatio: r.ratio('PROVIDER_BREAKER_FAILURE_RATIO', 0.5),
+        windowMs: r.int('PROVIDER_BREAKER_WINDOW_MS', 10_000, 1_000, 3_600_000),
+        minCalls: r.int('PROVIDER_BREAKER_MIN_CALLS', 5, 1, 100),
+        minClients: r.int('PROVIDER_BREAKER_MIN_CLIENTS', 2, 1, 1_000_000),
         halfOpenAfterMs: r.int('PROVIDER_BREAKER_HALF_OPEN_MS', 5_000, 1),
       },
+      /** Clients whose circuit and retry budget a process keeps; past it the least recently seen is forgotten. */
+      trackedClients: r.int('PROVIDER_TRACKED_CLIENTS', 10_000, 1, 1_000_000),
     },
     reconcile: {
       intervalMs: r.int('RECONCILE_INTERVAL_MS', 10_000, 50),
@@ -235,6 +244,20 @@ export function loadConfig(env: Env = process.env) {
   }
   if (config.nodeEnv === 'production' && config.providerEvents.secret === DEVELOPMENT_WEBHOOK_SECRET) {
     throw new ConfigError('PROVIDER_WEBHOOK_SECRET', 'must be set to a secret of its own in production', 'whsec_…');
+  }
+  const retiredThreshold = r.optionalString('PROVIDER_BREAKER_THRESHOLD');
+  if (retiredThreshold !== undefined) {
+    // It counted consecutive attempts of every client together; a deployment that
+    // set it must learn that it is gone rather than run with other thresholds.
+    throw new ConfigError(
+      'PROVIDER_BREAKER_THRESHOLD',
+      'is no longer read: use PROVIDER_BREAKER_MIN_CALLS and PROVIDER_BREAKER_FAILURE_RATIO',
+      retiredThreshold,
+    );
+  }
+  const { failureRatio } = config.provider.breaker;
+  if (!(failureRatio > 0 && failureRatio < 1)) {
+    throw new ConfigError('PROVIDER_BREAKER_FAILURE_RATIO', 'must be above 0 and below 1', String(failureRatio));
   }
   if (config.provider.timeoutMs > config.provider.deadlineMs) {
     throw new ConfigError(

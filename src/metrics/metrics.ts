@@ -47,8 +47,16 @@ export class Metrics {
 
   readonly providerBreakerStateChanges = new Counter({
     name: 'provider_breaker_state_changes_total',
-    help: 'Transitions of the provider circuit breaker, by the state entered.',
-    labelNames: ['to'] as const,
+    help:
+      'Transitions of the provider circuit breaker, by scope (client: one API client\'s circuit; ' +
+      'provider: the provider-wide one) and the state entered.',
+    labelNames: ['scope', 'to'] as const,
+    registers: [this.registry],
+  });
+
+  readonly providerBreakerOpenClients = new Gauge({
+    name: 'provider_breaker_open_clients',
+    help: 'API clients whose provider circuit is open in this process.',
     registers: [this.registry],
   });
 

@@ -74,7 +74,10 @@ export class ResolutionService {
   /** What the provider's answer allows. */
   private async decide(payment: Payment, command: ResolveCommand): Promise<{ outcome: FinalOutcome } | ResolveResult & { resolved: false }> {
     const resolution = { by: command.by, reason: command.reason };
-    const lookup = await this.provider.getCharge(payment.providerKey, { deadlineMs: this.config.provider.deadlineMs });
+    const lookup = await this.provider.getCharge(payment.providerKey, {
+      clientId: payment.clientId,
+      deadlineMs: this.config.provider.deadlineMs,
+    });
     switch (lookup.kind) {
       case 'unknown':
         return refuse('provider_unreachable', `The provider could not be asked (${lookup.reason}).`, payment);

@@ -73,6 +73,7 @@ describe('PaymentCreationService.create', () => {
       providerKey: `pk_${paymentId}`,
       reference: paymentId,
     });
+    expect(provider.createCharge.mock.calls[0][1]).toMatchObject({ clientId: 'client_1' });
     expect(keys.complete).toHaveBeenCalledWith(
       expect.anything(),
       expect.objectContaining({ key: 'key-1' }),
@@ -226,6 +227,7 @@ describe('PaymentCreationService.create', () => {
 
     expect(error).toBeInstanceOf(DomainError);
     expect(error).toMatchObject({ code: ErrorCode.ProviderUnavailable, details: { retryAfterSeconds: 5 } });
+    expect(provider.unavailableForMs).toHaveBeenCalledWith('client_1'); // the circuits that hold for this client
     // keys.claim and provider.createCharge are not stubbed: reaching either would have thrown.
     expect(dataSource.transaction).not.toHaveBeenCalled();
   });

@@ -127,14 +127,14 @@ export class PaymentCreationService {
         case 'in_progress':
           throw keyInUse();
         case 'new': {
-          this.refuseWhileProviderDown();
+          this.refuseWhileProviderDown(lease.clientId);
           const askedAt = performance.now();
           const payment = await this.claimAndCreatePending(command, lease);
           if (payment) return { kind: 'leased', payment, lease: heldSince(lease, askedAt, leaseMs) };
           break;
         }
         case 'resumable': {
-          const waitMs = this.provider.unavailableForMs();
+          const waitMs = this.provider.unavailableForMs(lease.clientId);
           if (waitMs > 0) {
             // A charge may exist for this payment, so "no charge was attempted"
             // (503) would be false: the client learns the payment as it is.
@@ -205,7 +205,7 @@ export class PaymentCreationService {
     const lease = await this.ledger.holdForCall(claimed, this.config.provider.deadlineMs);
     if (!lease) return this.answerAfterLostLease(claimed);
     this.crashPoint.reach('during_provider_call', { paymentId: payment.id });
-    const result = await this.provider.createCharge(chargeInputFor(payment), { requestId });
+    const result = await this.provider.createCharge(chargeInputFor(payment), { clientId: payment.clientId, requestId });
     this.crashPoint.reach('before_outcome', { paymentId: payment.id });
     const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge, payment) : undefined;
     if (!outcome) {
@@ -232,14 +232,14 @@ export class PaymentCreationService {
   }
 
   /**
-   * Before any work: while the provider's circuit is open a charge cannot
-   * succeed, so nothing is claimed or written and the client learns when to
-   * come back. Replays were answered already: they need no provider. Once a
+   * Before any work: while the provider's circuit is open for this client (its
+   * own, or the provider-wide one) a charge cannot succeed, so nothing is
+   * claimed or written and the client learns when to come back. Replays were answered already: they need no provider. Once a
    * probe is due the circuit lets the request through, and its charge is the
    * probe.
    */
-  private refuseWhileProviderDown(): void {
-    const waitMs = this.provider.unavailableForMs();
+  private refuseWhileProviderDown(clientId: string): void {
+    const waitMs = this.provider.unavailableForMs(clientId);
     if (waitMs > 0) throw providerUnavailable(waitMs);
   }
 }

@@ -10,7 +10,7 @@ import { MetricsModule } from '../metrics/metrics.module';
 import { ProviderBreaker } from './provider-breaker';
 import { PROVIDER_CLIENT_DEPS, ProviderClient, type ProviderClientDeps } from './provider.client';
 import { ProviderModule } from './provider.module';
-import { RetryBudget } from './retry-budget';
+import { RetryBudgets } from './retry-budget';
 import { eventually } from '../../test/support/eventually';
 
 const CHARGE = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
@@ -21,6 +21,9 @@ const INPUT = {
   paymentMethod: 'pm_card_ok',
   reference: 'pay_1',
 };
+/** The API clients whose payments the calls are for. */
+const A = { clientId: 'client_a' };
+const B = { clientId: 'client_b' };
 
 interface Received {
   method: string;
@@ -90,12 +93,13 @@ function config(url: string, env: Record<string, string> = {}) {
   });
 }
 
-/** The client with a budget, a breaker and metrics of its own, as ProviderModule wires them. */
+/** The client with budgets, a breaker and metrics of its own, as ProviderModule wires them. */
 function wire(cfg: AppConfig, deps?: Partial<ProviderClientDeps>) {
   const metrics = new Metrics();
-  const budget = new RetryBudget(cfg.provider.retryBudget.capacity, cfg.provider.retryBudget.refund);
+  const { retryBudget, trackedClients } = cfg.provider;
+  const budgets = new RetryBudgets(retryBudget.capacity, retryBudget.refund, trackedClients);
   const breaker = new ProviderBreaker(cfg, metrics);
-  return { client: new ProviderClient(cfg, budget, breaker, metrics, deps), budget, breaker, metrics };
+  return { client: new ProviderClient(cfg, budgets, breaker, metrics, deps), budgets, breaker, metrics };
 }
 
 function clientFor(cfg: AppConfig, deps?: Partial<ProviderClientDeps>): ProviderClient {
@@ -144,7 +148,7 @@ function gaveUpEntry(): Record<string, unknown> {
 describe('ProviderClient.createCharge', () => {
   it('posts the charge with the idempotency key, request id and JSON body', async () => {
     const client = clientFor(config(await startProvider(reply(201))), fakeTime().deps);
-    await expect(client.createCharge(INPUT, { requestId: 'req_1' })).resolves.toEqual({
+    await expect(client.createCharge(INPUT, { ...A, requestId: 'req_1' })).resolves.toEqual({
       kind: 'answered',
       charge: CHARGE,
     });
@@ -166,14 +170,14 @@ describe('ProviderClient.createCharge', () => {
   it('returns a declined charge as an answer, without retrying', async () => {
     const declined = { ...CHARGE, status: 'failed', failure_code: 'card_declined' };
     const client = clientFor(config(await startProvider(reply(201, declined))), fakeTime().deps);
-    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: declined });
+    await expect(client.createCharge(INPUT, A)).resolves.toEqual({ kind: 'answered', charge: declined });
     expect(received).toHaveLength(1);
   });
 
   it('retries a 503 with the same key after a full-jitter wait', async () => {
     const { clock, deps } = fakeTime(0.5);
     const client = clientFor(config(await startProvider(reply(503, 'busy'), reply(201))), deps);
-    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    await expect(client.createCharge(INPUT, A)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received.map((r) => r.headers['idempotency-key'])).toEqual(['pk_pay_1', 'pk_pay_1']);
     expect(received[1].body).toBe(received[0].body);
     // retry 0: random(0, min(cap, base)) with random() = 0.5
@@ -184,7 +188,7 @@ describe('ProviderClient.createCharge', () => {
     const { clock, deps } = fakeTime(0.999);
     const url = await startProvider(reply(503));
     const client = clientFor(config(url, { PROVIDER_MAX_ATTEMPTS: '6', PROVIDER_BACKOFF_CAP_MS: '500' }), deps);
-    await client.createCharge(INPUT);
+    await client.createCharge(INPUT, A);
     expect(clock.slept.map(Math.round)).toEqual([100, 200, 400, 500, 500]);
   });
 
@@ -192,7 +196,7 @@ describe('ProviderClient.createCharge', () => {
     const { clock, deps } = fakeTime(0);
     const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
     const client = clientFor(config(url), deps);
-    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    await expect(client.createCharge(INPUT, A)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received).toHaveLength(2);
     expect(clock.slept).toEqual([1000]);
   });
@@ -201,7 +205,7 @@ describe('ProviderClient.createCharge', () => {
     const { clock, deps } = fakeTime(0);
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': 'Thu, 01 Jan 2026 00:00:03 GMT' }), reply(201));
     const client = clientFor(config(url), deps);
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'answered' });
     expect(clock.slept).toEqual([3000]);
   });
 
@@ -209,7 +213,7 @@ describe('ProviderClient.createCharge', () => {
     const url = await startProvider(reply(429, { error: 'slow down' }, { 'Retry-After': '1' }), reply(201));
     const client = clientFor(config(url));
     const started = performance.now();
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'answered' });
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'answered' });
     const elapsed = performance.now() - started;
     expect(received).toHaveLength(2);
     expect(elapsed).toBeGreaterThanOrEqual(950);
@@ -218,14 +222,14 @@ describe('ProviderClient.createCharge', () => {
 
   it('retries a lost reply (socket destroyed after the request was read)', async () => {
     const client = clientFor(config(await startProvider(hangUp, reply(201))), fakeTime().deps);
-    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    await expect(client.createCharge(INPUT, A)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(received).toHaveLength(2);
     expect(received[1].headers['idempotency-key']).toBe('pk_pay_1');
   });
 
   it('gives up on lost replies after maxAttempts, naming the socket error', async () => {
     const client = clientFor(config(await startProvider(hangUp)), fakeTime().deps);
-    const result = await client.createCharge(INPUT);
+    const result = await client.createCharge(INPUT, A);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^UND_ERR_SOCKET|^ECONNRESET/);
     expect(received).toHaveLength(3);
@@ -235,7 +239,7 @@ describe('ProviderClient.createCharge', () => {
     const url = await startProvider(slow(3000), reply(201));
     const client = clientFor(config(url, { PROVIDER_TIMEOUT_MS: '200' }), fakeTime().deps);
     const started = performance.now();
-    await expect(client.createCharge(INPUT)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    await expect(client.createCharge(INPUT, A)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
     expect(performance.now() - started).toBeLessThan(2000);
     expect(received).toHaveLength(2);
   });
@@ -244,7 +248,7 @@ describe('ProviderClient.createCharge', () => {
     const url = await startProvider(slow(3000));
     const client = clientFor(config(url)); // timeout 2000 ms; real clock, as time must pass
     const started = performance.now();
-    const result = await client.createCharge(INPUT, { deadlineMs: 150 });
+    const result = await client.createCharge(INPUT, { ...A, deadlineMs: 150 });
     expect(performance.now() - started).toBeLessThan(1500);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^no answer within 1[45]\d ms/);
@@ -253,7 +257,7 @@ describe('ProviderClient.createCharge', () => {
   it('does not retry a 400, and logs it at error level with key and request id', async () => {
     const url = await startProvider(reply(400, { error: { code: 'parameter_invalid' } }));
     const client = clientFor(config(url), fakeTime().deps);
-    const result = await client.createCharge(INPUT, { requestId: 'req_400' });
+    const result = await client.createCharge(INPUT, { ...A, requestId: 'req_400' });
     expect(result).toEqual({
       kind: 'unknown',
       gaveUp: 'not_retryable',
@@ -267,15 +271,15 @@ describe('ProviderClient.createCharge', () => {
 
   it('does not retry a 422 (same key, other parameters) or a 501', async () => {
     const client = clientFor(config(await startProvider(reply(422, 'mismatch'), reply(501))), fakeTime().deps);
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(received).toHaveLength(2);
   });
 
   it('treats a malformed 2xx body as unknown, not as an answer, and does not retry', async () => {
     const url = await startProvider(reply(201, { ...CHARGE, amount: '500' }));
     const client = clientFor(config(url), fakeTime().deps);
-    const result = await client.createCharge(INPUT);
+    const result = await client.createCharge(INPUT, A);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a malformed charge/);
     expect(received).toHaveLength(1);
@@ -284,13 +288,13 @@ describe('ProviderClient.createCharge', () => {
 
   it('treats a 2xx with invalid JSON as unknown', async () => {
     const client = clientFor(config(await startProvider(reply(201, '{"id":'))), fakeTime().deps);
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
   });
 
   it('makes at most maxAttempts attempts, then fails loudly', async () => {
     const { clock, deps } = fakeTime();
     const client = clientFor(config(await startProvider(reply(503, 'down'))), deps);
-    const result = await client.createCharge(INPUT, { requestId: 'req_3' });
+    const result = await client.createCharge(INPUT, { ...A, requestId: 'req_3' });
     expect(result).toEqual({
       kind: 'unknown',
       gaveUp: 'attempts_exhausted',
@@ -307,7 +311,7 @@ describe('ProviderClient.createCharge', () => {
 
   it('lets the caller lower maxAttempts to 1', async () => {
     const client = clientFor(config(await startProvider(reply(503))), fakeTime().deps);
-    await expect(client.createCharge(INPUT, { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
+    await expect(client.createCharge(INPUT, { ...A, maxAttempts: 1 })).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(received).toHaveLength(1);
   });
 
@@ -315,7 +319,7 @@ describe('ProviderClient.createCharge', () => {
     const { clock, deps } = fakeTime();
     const url = await startProvider(reply(429, 'later', { 'Retry-After': '5' }), reply(201));
     const client = clientFor(config(url), deps);
-    const result = await client.createCharge(INPUT, { deadlineMs: 2000 });
+    const result = await client.createCharge(INPUT, { ...A, deadlineMs: 2000 });
     expect(result).toMatchObject({ kind: 'unknown', attempts: 1 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/next attempt due in 5000 ms, only 2000 ms left/);
     expect(received).toHaveLength(1);
@@ -326,7 +330,7 @@ describe('ProviderClient.createCharge', () => {
     const { clock, deps } = fakeTime();
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': '1' }));
     const client = clientFor(config(url, { PROVIDER_MAX_ATTEMPTS: '10' }), deps);
-    const result = await client.createCharge(INPUT, { deadlineMs: 2500 });
+    const result = await client.createCharge(INPUT, { ...A, deadlineMs: 2500 });
     // 1 s + 1 s of waiting fits in 2.5 s; a third wait would not.
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(clock.slept).toEqual([1000, 1000]);
@@ -338,7 +342,7 @@ describe('ProviderClient.createCharge', () => {
     server.close();
     await once(server, 'close');
     const client = clientFor(config(url), fakeTime().deps);
-    const result = await client.createCharge(INPUT);
+    const result = await client.createCharge(INPUT, A);
     expect(result).toMatchObject({ kind: 'unknown', attempts: 3 });
     expect(result.kind === 'unknown' && result.reason).toMatch(/^ECONNREFUSED/);
   });
@@ -348,32 +352,32 @@ describe('ProviderClient deadline propagation', () => {
   it('tells the provider how long each attempt will wait for its reply', async () => {
     const url = await startProvider(reply(503, 'busy', { 'Retry-After': '1' }), reply(201));
     const client = clientFor(config(url), fakeTime().deps);
-    await client.createCharge(INPUT, { deadlineMs: 2500 });
+    await client.createCharge(INPUT, { ...A, deadlineMs: 2500 });
     // The first attempt waits its full timeout; the second, after 1 s, only what is left of the deadline.
     expect(received.map((r) => r.headers['x-request-deadline-ms'])).toEqual(['2000', '1500']);
   });
 
   it('sends the time left when it is shorter than the per-attempt timeout', async () => {
     const client = clientFor(config(await startProvider(reply(200))), fakeTime().deps);
-    await client.getCharge('pk_pay_1', { deadlineMs: 150 });
+    await client.getCharge('pk_pay_1', { ...A, deadlineMs: 150 });
     expect(received[0].headers['x-request-deadline-ms']).toBe('150');
   });
 });
 
 describe('ProviderClient retry budget', () => {
-  it('stops retrying once the process-wide budget is empty, logs why, and counts it', async () => {
+  it('stops retrying once the client\'s budget is empty, logs why, and counts it', async () => {
     const url = await startProvider(reply(503, 'down'));
-    const { client, budget, metrics } = wire(
+    const { client, budgets, metrics } = wire(
       config(url, { PROVIDER_RETRY_BUDGET_CAPACITY: '2', PROVIDER_RETRY_BUDGET_REFUND: '0' }),
       fakeTime().deps,
     );
 
-    const first = await client.createCharge(INPUT, { requestId: 'req_a' });
+    const first = await client.createCharge(INPUT, { ...A, requestId: 'req_a' });
     expect(first).toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
-    expect(budget.tokens).toBe(0);
+    expect(budgets.for(A.clientId).tokens).toBe(0);
     logs.warn.mockClear();
 
-    const second = await client.createCharge(INPUT, { requestId: 'req_b' });
+    const second = await client.createCharge(INPUT, { ...A, requestId: 'req_b' });
     expect(second).toEqual({
       kind: 'unknown',
       gaveUp: 'budget_exhausted',
@@ -381,7 +385,12 @@ describe('ProviderClient retry budget', () => {
       reason: 'HTTP 503 down (retry budget empty (0.00 of 2 tokens))',
     });
     expect(received).toHaveLength(4);
-    expect(gaveUpEntry()).toMatchObject({ gaveUp: 'budget_exhausted', requestId: 'req_b', retryBudgetTokens: 0 });
+    expect(gaveUpEntry()).toMatchObject({
+      gaveUp: 'budget_exhausted',
+      requestId: 'req_b',
+      clientId: A.clientId,
+      retryBudgetTokens: 0,
+    });
     expect(await counter(metrics, 'provider_retry_budget_exhausted_total')).toBe(1);
     expect(await counter(metrics, 'provider_retries_total')).toBe(2);
     expect(await counter(metrics, 'provider_give_ups_total', { reason: 'budget_exhausted' })).toBe(1);
@@ -390,83 +399,122 @@ describe('ProviderClient retry budget', () => {
     );
   });
 
+  it('spends only the calling client\'s tokens: another client still retries', async () => {
+    const url = await startProvider(reply(503), reply(503), reply(503), reply(503), reply(201));
+    const { client, budgets } = wire(
+      config(url, { PROVIDER_RETRY_BUDGET_CAPACITY: '2', PROVIDER_RETRY_BUDGET_REFUND: '0' }),
+      fakeTime().deps,
+    );
+
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
+    expect(budgets.for(A.clientId).tokens).toBe(0);
+
+    await expect(client.createCharge(INPUT, B)).resolves.toEqual({ kind: 'answered', charge: CHARGE });
+    expect(received).toHaveLength(5);
+    expect(budgets.for(B.clientId).tokens).toBe(1);
+  });
+
   it('is refunded by first attempts, so healthy traffic earns retries back', async () => {
     const url = await startProvider(reply(503), reply(201), reply(200));
-    const { client, budget } = wire(
+    const { client, budgets } = wire(
       config(url, { PROVIDER_RETRY_BUDGET_CAPACITY: '3', PROVIDER_RETRY_BUDGET_REFUND: '0.5' }),
       fakeTime().deps,
     );
-    await client.createCharge(INPUT); // full bucket: the refund is lost at the cap, the retry spends 1
-    expect(budget.tokens).toBe(2);
-    await client.getCharge('pk_pay_1');
-    expect(budget.tokens).toBe(2.5);
+    await client.createCharge(INPUT, A); // full bucket: the refund is lost at the cap, the retry spends 1
+    expect(budgets.for(A.clientId).tokens).toBe(2);
+    await client.getCharge('pk_pay_1', A);
+    expect(budgets.for(A.clientId).tokens).toBe(2.5);
   });
 });
 
 describe('ProviderClient circuit breaker', () => {
-  const breakerEnv = { PROVIDER_BREAKER_THRESHOLD: '3', PROVIDER_BREAKER_HALF_OPEN_MS: '60000' };
+  /** Every failing call counts: two in the window open the client's circuit. */
+  const breakerEnv = {
+    PROVIDER_BREAKER_MIN_CALLS: '2',
+    PROVIDER_BREAKER_FAILURE_RATIO: '0.5',
+    PROVIDER_BREAKER_HALF_OPEN_MS: '60000',
+  };
 
-  it('opens after the threshold of consecutive transient failures, then refuses without sending', async () => {
+  it('counts a call once, whatever its retries, then refuses the client\'s calls without sending', async () => {
     const url = await startProvider(reply(503, 'down'));
     const { client, breaker, metrics } = wire(config(url, breakerEnv), fakeTime().deps);
 
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
-    expect(breaker.state).toBe('open');
-    expect(client.unavailableForMs()).toBeGreaterThan(59_000);
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
+    expect(breaker.states(A.clientId).client).toBe('closed'); // three failed attempts, one failed call
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ gaveUp: 'attempts_exhausted', attempts: 3 });
+    expect(breaker.states(A.clientId)).toEqual({ client: 'open', provider: 'closed' });
+    expect(client.unavailableForMs(A.clientId)).toBeGreaterThan(59_000);
 
-    const refused = await client.getCharge('pk_pay_1', { requestId: 'req_r' });
+    const refused = await client.getCharge('pk_pay_1', { ...A, requestId: 'req_r' });
     expect(refused).toEqual({
       kind: 'unknown',
       gaveUp: 'breaker_open',
-      attempts: 1,
+      attempts: 0,
       reason: 'circuit breaker open, nothing sent (not retried)',
     });
-    expect(received).toHaveLength(3);
-    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'open' })).toBe(1);
+    expect(received).toHaveLength(6);
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { scope: 'client', to: 'open' })).toBe(1);
+    expect(await counter(metrics, 'provider_breaker_open_clients')).toBe(1);
     expect(await counter(metrics, 'provider_give_ups_total', { reason: 'breaker_open' })).toBe(1);
     // An open circuit is expected trouble, not a bug: a warning, not an error.
     expect(logs.error).not.toHaveBeenCalled();
   });
 
-  it('ends a call whose retries find the circuit opened meanwhile, as unknown', async () => {
-    const url = await startProvider(reply(503, 'down'));
-    const { client } = wire(config(url, { ...breakerEnv, PROVIDER_MAX_ATTEMPTS: '5' }), fakeTime().deps);
+  it('leaves other clients\' calls alone while one client\'s circuit is open', async () => {
+    const url = await startProvider(reply(503), reply(503), reply(200));
+    const { client, breaker } = wire(config(url, { ...breakerEnv, PROVIDER_MAX_ATTEMPTS: '1' }), fakeTime().deps);
+    await client.getCharge('pk_1', A);
+    await client.getCharge('pk_2', A);
+    expect(breaker.states(A.clientId).client).toBe('open');
 
-    await expect(client.createCharge(INPUT)).resolves.toMatchObject({ gaveUp: 'breaker_open', attempts: 4 });
-    expect(received).toHaveLength(3);
+    expect(client.unavailableForMs(B.clientId)).toBe(0);
+    await expect(client.getCharge('pk_3', B)).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    expect(breaker.states(B.clientId)).toEqual({ client: 'closed', provider: 'closed' });
+  });
+
+  it('ends a call whose retries find its circuit opened meanwhile, as unknown, without sending again', async () => {
+    const url = await startProvider(reply(503, 'down'));
+    let opening: Promise<unknown> | undefined;
+    // While the call waits to retry, another call of the same client fails and opens the circuit.
+    const sleep = async () => {
+      opening ??= client.getCharge('pk_2', { ...A, maxAttempts: 1 });
+      await opening;
+    };
+    const { client } = wire(config(url, { ...breakerEnv, PROVIDER_BREAKER_MIN_CALLS: '1' }), { ...fakeTime().deps, sleep });
+
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ gaveUp: 'breaker_open', attempts: 2 });
+    expect(received).toHaveLength(2);
   });
 
   it('does not count definitive answers or 4xx against the provider', async () => {
-    const url = await startProvider(reply(503), reply(503), reply(404, { error: 'no' }), reply(503), reply(503));
-    const { client, breaker } = wire(config(url, breakerEnv), fakeTime().deps);
+    const url = await startProvider(reply(503), reply(404, { error: 'no' }), reply(400, { error: 'no' }), reply(503));
+    const { client, breaker } = wire(config(url, { ...breakerEnv, PROVIDER_MAX_ATTEMPTS: '1' }), fakeTime().deps);
 
-    await client.getCharge('pk_1', { maxAttempts: 1 });
-    await client.getCharge('pk_2', { maxAttempts: 1 });
-    await expect(client.getCharge('pk_3')).resolves.toEqual({ kind: 'not_found' });
-    await client.getCharge('pk_4', { maxAttempts: 1 });
-    await client.getCharge('pk_5', { maxAttempts: 1 });
-    expect(breaker.state).toBe('closed');
+    await client.getCharge('pk_1', A);
+    await expect(client.getCharge('pk_2', A)).resolves.toEqual({ kind: 'not_found' });
+    await expect(client.getCharge('pk_3', A)).resolves.toMatchObject({ gaveUp: 'not_retryable' });
+    await client.getCharge('pk_4', A);
+    expect(breaker.states(A.clientId).client).toBe('closed'); // two failures in four calls: not more than half
   });
 
   it('lets a probe through once half-open, and closes on its success', async () => {
     const url = await startProvider(reply(503), reply(200));
     const { client, breaker, metrics } = wire(
-      config(url, { PROVIDER_BREAKER_THRESHOLD: '1', PROVIDER_BREAKER_HALF_OPEN_MS: '50' }),
+      config(url, { ...breakerEnv, PROVIDER_BREAKER_MIN_CALLS: '1', PROVIDER_BREAKER_HALF_OPEN_MS: '50' }),
       fakeTime().deps,
     );
-    await client.getCharge('pk_pay_1', { maxAttempts: 1 });
-    expect(breaker.state).toBe('open');
+    await client.getCharge('pk_pay_1', { ...A, maxAttempts: 1 });
+    expect(breaker.states(A.clientId).client).toBe('open');
 
-    await eventually(() => (client.unavailableForMs() === 0 ? true : undefined), {
+    await eventually(() => (client.unavailableForMs(A.clientId) === 0 ? true : undefined), {
       timeoutMs: 5_000,
       intervalMs: 10,
       what: 'the circuit to become due for a probe',
     });
-    expect(client.unavailableForMs()).toBe(0);
-    await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({ kind: 'found' });
-    expect(breaker.state).toBe('closed');
-    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'half_open' })).toBe(1);
-    expect(await counter(metrics, 'provider_breaker_state_changes_total', { to: 'closed' })).toBe(1);
+    await expect(client.getCharge('pk_pay_1', { ...A, maxAttempts: 1 })).resolves.toMatchObject({ kind: 'found' });
+    expect(breaker.states(A.clientId).client).toBe('closed');
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { scope: 'client', to: 'half_open' })).toBe(1);
+    expect(await counter(metrics, 'provider_breaker_state_changes_total', { scope: 'client', to: 'closed' })).toBe(1);
   });
 });
 
@@ -475,7 +523,7 @@ describe('ProviderClient call options', () => {
     'rejects %j as a caller bug, before calling the provider',
     async (opts) => {
       const client = clientFor(config(await startProvider(reply(201))), fakeTime().deps);
-      await expect(client.createCharge(INPUT, opts)).rejects.toThrow(RangeError);
+      await expect(client.createCharge(INPUT, { ...A, ...opts })).rejects.toThrow(RangeError);
       expect(received).toHaveLength(0);
     },
   );
@@ -484,7 +532,7 @@ describe('ProviderClient call options', () => {
 describe('ProviderClient.getCharge', () => {
   it('finds a charge by provider key, without an idempotency key', async () => {
     const client = clientFor(config(await startProvider(reply(200))), fakeTime().deps);
-    await expect(client.getCharge('pk/odd key', { requestId: 'req_g' })).resolves.toEqual({
+    await expect(client.getCharge('pk/odd key', { ...A, requestId: 'req_g' })).resolves.toEqual({
       kind: 'found',
       charge: CHARGE,
     });
@@ -495,19 +543,19 @@ describe('ProviderClient.getCharge', () => {
 
   it('reports a 404 as not_found, without retrying', async () => {
     const client = clientFor(config(await startProvider(reply(404, { error: 'not found' }))), fakeTime().deps);
-    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'not_found' });
+    await expect(client.getCharge('pk_pay_1', A)).resolves.toEqual({ kind: 'not_found' });
     expect(received).toHaveLength(1);
   });
 
   it('retries a 503 and then finds the charge', async () => {
     const client = clientFor(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
-    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    await expect(client.getCharge('pk_pay_1', A)).resolves.toEqual({ kind: 'found', charge: CHARGE });
     expect(received).toHaveLength(2);
   });
 
   it('is unknown, after one attempt, when the caller passes maxAttempts: 1', async () => {
     const client = clientFor(config(await startProvider(reply(503), reply(200))), fakeTime().deps);
-    await expect(client.getCharge('pk_pay_1', { maxAttempts: 1 })).resolves.toMatchObject({
+    await expect(client.getCharge('pk_pay_1', { ...A, maxAttempts: 1 })).resolves.toMatchObject({
       kind: 'unknown',
       attempts: 1,
     });
@@ -522,7 +570,7 @@ describe('ProviderModule', () => {
       imports: [ConfigModule.forRoot(config(url)), MetricsModule, ProviderModule],
     }).compile();
     const client = moduleRef.get(ProviderClient);
-    await expect(client.getCharge('pk_pay_1')).resolves.toEqual({ kind: 'found', charge: CHARGE });
+    await expect(client.getCharge('pk_pay_1', A)).resolves.toEqual({ kind: 'found', charge: CHARGE });
     await moduleRef.close();
   });
 
@@ -534,11 +582,11 @@ describe('ProviderModule', () => {
       providers: [
         ProviderClient,
         ProviderBreaker,
-        { provide: RetryBudget, useValue: new RetryBudget(10, 0.1) },
+        { provide: RetryBudgets, useValue: new RetryBudgets(10, 0.1, 100) },
         { provide: PROVIDER_CLIENT_DEPS, useValue: deps },
       ],
     }).compile();
-    await expect(moduleRef.get(ProviderClient).getCharge('pk_pay_1')).resolves.toMatchObject({ kind: 'found' });
+    await expect(moduleRef.get(ProviderClient).getCharge('pk_pay_1', A)).resolves.toMatchObject({ kind: 'found' });
     expect(clock.slept).toEqual([50]);
     await moduleRef.close();
   });

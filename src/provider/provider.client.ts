@@ -6,12 +6,14 @@ import { ProviderBreaker } from './provider-breaker';
 import { parseProviderCharge, type ProviderCharge } from './provider-charge';
 import { type AttemptFailure, classifyError, classifyStatus, ruleFor } from './provider-errors';
 import { parseRetryAfterMs } from './retry-after';
-import { RetryBudget } from './retry-budget';
+import { type RetryBudget, RetryBudgets } from './retry-budget';
 import { type GiveUpReason, type RetryClock, type RetryOutcome, SYSTEM_CLOCK, retry } from './retry-policy';
 
 export type { ProviderCharge } from './provider-charge';
 
 interface CallOptions {
+  /** The API client whose payment this is: its circuit and retry budget are the ones used. */
+  clientId: string;
   /** Sent as X-Request-Id and logged, so one request can be followed across services. */
   requestId?: string;
   /** Total attempts, first one included (default PROVIDER_MAX_ATTEMPTS). */
@@ -69,6 +71,26 @@ const DEADLINE_HEADER = 'X-Request-Deadline-Ms';
 
 type Attempt<T> = { value: T } | { failure: AttemptFailure };
 
+/** A call the circuit breaker refused: nothing was sent, or no more retries were. */
+const REFUSED = {
+  kind: 'gave_up',
+  reason: 'not_retryable',
+  detail: 'not retried',
+  attempts: 0,
+  last: { rule: ruleFor('circuit open'), reason: 'circuit breaker open, nothing sent' },
+} as const satisfies RetryOutcome<never>;
+
+/**
+ * What the breaker counts, once per call: a call that ended without an answer
+ * because the provider kept failing (transient or throttled, and the retries
+ * a circuit cut short). An answer, a 4xx or a malformed body shows the
+ * provider is up; a call that never got to try is nobody's failure.
+ */
+function failedForProvider(outcome: RetryOutcome<unknown>): boolean {
+  if (outcome.kind === 'done' || !outcome.last) return false;
+  return outcome.last.rule.disposition !== 'never' || outcome.last.rule.failure === 'circuit open';
+}
+
 interface Call<T> {
   /** The provider_attempts_total label. */
   operation: 'create_charge' | 'get_charge';
@@ -89,10 +111,12 @@ interface Call<T> {
  * maxAttempts: 1: its ladder is its retry layer). The loop is retry-policy.ts:
  * up to maxAttempts attempts inside one overall deadline, full-jitter backoff
  * (PROVIDER_BACKOFF_BASE_MS, PROVIDER_BACKOFF_CAP_MS) or the provider's longer
- * Retry-After, each retry paid from the process's retry budget. Each attempt
- * times out after min(PROVIDER_TIMEOUT_MS, time left), tells the provider so in
- * X-Request-Deadline-Ms, and goes through the process's circuit breaker. Which
- * failures are retried is the table in provider-errors.ts. Retrying a POST
+ * Retry-After, each retry paid from the API client's retry budget. Each attempt
+ * times out after min(PROVIDER_TIMEOUT_MS, time left) and tells the provider so
+ * in X-Request-Deadline-Ms. The whole call, retries included, goes through the
+ * client's circuit breaker once: refused before it starts, counted once when it
+ * ends, and its retries stop if a circuit opens meanwhile. Which failures are
+ * retried is the table in provider-errors.ts. Retrying a POST
  * whose reply was lost is safe only because every attempt for a payment sends
  * the same deterministic provider key: the provider replays, never re-charges.
  */
@@ -103,7 +127,7 @@ export class ProviderClient {
 
   constructor(
     @InjectConfig() private readonly config: AppConfig,
-    private readonly budget: RetryBudget,
+    private readonly budgets: RetryBudgets,
     private readonly breaker: ProviderBreaker,
     private readonly metrics: Metrics,
     @Optional() @Inject(PROVIDER_CLIENT_DEPS) deps: Partial<ProviderClientDeps> = {},
@@ -111,12 +135,12 @@ export class ProviderClient {
     this.deps = { ...DEFAULT_DEPS, ...deps };
   }
 
-  /** How long from now the provider's circuit refuses calls: 0 when a call may go. */
-  unavailableForMs(): number {
-    return this.breaker.refusingForMs();
+  /** How long from now the provider's circuits refuse this client's calls: 0 when a call may go. */
+  unavailableForMs(clientId: string): number {
+    return this.breaker.refusingForMs(clientId);
   }
 
-  createCharge(input: ChargeInput, opts: CallOptions = {}): Promise<ChargeResult> {
+  createCharge(input: ChargeInput, opts: CallOptions): Promise<ChargeResult> {
     return this.call<ChargeResult>(
       {
         operation: 'create_charge',
@@ -138,7 +162,7 @@ export class ProviderClient {
     );
   }
 
-  getCharge(providerKey: string, opts: CallOptions = {}): Promise<LookupResult> {
+  getCharge(providerKey: string, opts: CallOptions): Promise<LookupResult> {
     return this.call<LookupResult>(
       {
         operation: 'get_charge',
@@ -165,35 +189,41 @@ export class ProviderClient {
       deadlineMs: opts.deadlineMs ?? deadlineMs,
       backoff: { variant: 'full', baseMs: backoffBaseMs, capMs: backoffCapMs },
     } as const;
-    const outcome = await retry(
-      policy,
-      // AbortSignal.timeout takes whole milliseconds; rounding up overshoots by < 1 ms.
-      (leftMs) => this.attempt(call, Math.ceil(Math.min(timeoutMs, leftMs)), opts),
-      {
-        budget: this.budget,
-        onRetry: (attempt, waitMs, failure) => {
-          this.metrics.providerRetries.inc();
-          this.logger.debug(
-            `Provider ${call.method} ${call.path} attempt ${attempt} failed (${failure.reason}); ` +
-              `retrying in ${Math.round(waitMs)} ms`,
-          );
-        },
-      },
-      this.deps,
+    const budget = this.budgets.for(opts.clientId);
+    const run = await this.breaker.run(
+      opts.clientId,
+      () =>
+        retry(
+          policy,
+          // AbortSignal.timeout takes whole milliseconds; rounding up overshoots by < 1 ms.
+          (leftMs) => this.attempt(call, Math.ceil(Math.min(timeoutMs, leftMs)), opts),
+          {
+            budget,
+            onRetry: (attempt, waitMs, failure) => {
+              this.metrics.providerRetries.inc();
+              this.logger.debug(
+                `Provider ${call.method} ${call.path} attempt ${attempt} failed (${failure.reason}); ` +
+                  `retrying in ${Math.round(waitMs)} ms`,
+              );
+            },
+          },
+          this.deps,
+        ),
+      failedForProvider,
     );
-    return outcome.kind === 'done' ? outcome.value : this.giveUp(call, opts, outcome);
+    if (run === 'refused') return this.giveUp(call, opts, budget, REFUSED);
+    const outcome = run.result;
+    return outcome.kind === 'done' ? outcome.value : this.giveUp(call, opts, budget, outcome);
   }
 
-  /** One attempt, through the circuit breaker: a refused attempt sends nothing. */
+  /**
+   * One attempt. The call as a whole went through the circuit breaker; a
+   * retry is not sent if a circuit has opened since (the provider is down, or
+   * this client's payments keep failing).
+   */
   private async attempt<T>(call: Call<T>, timeoutMs: number, opts: CallOptions): Promise<Attempt<T>> {
-    const run = await this.breaker.run(
-      () => this.send(call, timeoutMs, opts),
-      (sent) => 'failure' in sent && sent.failure.rule.disposition !== 'never',
-    );
-    if (run === 'refused') {
-      return { failure: { rule: ruleFor('circuit open'), reason: 'circuit breaker open, nothing sent' } };
-    }
-    const sent = run.result;
+    if (this.breaker.opened(opts.clientId)) return { failure: REFUSED.last };
+    const sent = await this.send(call, timeoutMs, opts);
     const outcome = 'value' in sent ? 'answered' : sent.failure.rule.disposition;
     this.metrics.providerAttempts.inc({ operation: call.operation, outcome });
     return sent;
@@ -253,6 +283,7 @@ export class ProviderClient {
   private giveUp(
     call: Call<unknown>,
     opts: CallOptions,
+    budget: RetryBudget,
     { reason: stoppedBy, detail, attempts, last }: Extract<RetryOutcome<unknown>, { kind: 'gave_up' }>,
   ): UnknownOutcome {
     const gaveUp: GiveUp = last?.rule.failure === 'circuit open' ? 'breaker_open' : stoppedBy;
@@ -266,10 +297,11 @@ export class ProviderClient {
       gaveUp,
       providerKey: call.providerKey,
       requestId: opts.requestId,
+      clientId: opts.clientId,
       attempts,
       lastError: last?.reason,
-      retryBudgetTokens: this.budget.tokens,
-      circuit: this.breaker.state,
+      retryBudgetTokens: budget.tokens,
+      circuit: this.breaker.states(opts.clientId),
     };
     // A non-retryable failure (a 4xx, a malformed answer) means a bug on one side.
     if (gaveUp === 'not_retryable') this.logger.error(entry);

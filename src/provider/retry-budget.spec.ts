@@ -1,4 +1,4 @@
-import { RetryBudget } from './retry-budget';
+import { RetryBudget, RetryBudgets } from './retry-budget';
 
 describe('RetryBudget', () => {
   it('starts full and pays one token per retry until fewer than one is left', () => {
@@ -44,5 +44,29 @@ describe('RetryBudget', () => {
     [10, 1.5],
   ])('refuses capacity %d with refund %d', (capacity, refund) => {
     expect(() => new RetryBudget(capacity, refund)).toThrow(RangeError);
+  });
+});
+
+describe('RetryBudgets', () => {
+  it('gives each client a bucket of its own: one client emptying its own leaves the others full', () => {
+    const budgets = new RetryBudgets(2, 0, 10);
+    const a = budgets.for('client_a');
+    expect([a.trySpendRetry(), a.trySpendRetry(), a.trySpendRetry()]).toEqual([true, true, false]);
+
+    expect(budgets.for('client_a')).toBe(a);
+    expect(budgets.for('client_b').tokens).toBe(2);
+    expect(budgets.for('client_b').trySpendRetry()).toBe(true);
+  });
+
+  it('keeps at most maxClients buckets, forgetting the least recently used, which comes back full', () => {
+    const budgets = new RetryBudgets(2, 0, 2);
+    budgets.for('client_a').trySpendRetry();
+    budgets.for('client_b').trySpendRetry();
+    budgets.for('client_b');
+    budgets.for('client_c'); // client_a was the least recently used
+
+    expect(budgets.for('client_a').tokens).toBe(2);
+    expect(budgets.for('client_c').tokens).toBe(2);
+    expect(budgets.for('client_b').tokens).toBe(2); // pushed out in turn by client_a's return
   });
 });

@@ -1,9 +1,12 @@
+import { LRUCache } from 'lru-cache';
+
 /** What one retry costs; the refund per first attempt is set against it. */
 const RETRY_COST = 1;
 
 /**
- * A token bucket that caps retries for a whole process, shared by every call
- * (the seeds' model, section 06). Each retry spends one token, each first
+ * A token bucket that caps retries for the calls it is shared by (the seeds'
+ * model, section 06); the provider client gives each API client its own
+ * (RetryBudgets below). Each retry spends one token, each first
  * attempt refunds `refund` of one, up to `capacity`; when fewer than one token
  * is left the call fails fast instead of retrying.
  *
@@ -43,5 +46,32 @@ export class RetryBudget {
     if (this.available < RETRY_COST) return false;
     this.available -= RETRY_COST;
     return true;
+  }
+}
+
+/**
+ * One RetryBudget per API client, so one client's retries never spend
+ * another's tokens: a client whose payments keep failing empties only its own
+ * bucket. Bounded per process: past `maxClients` the budget of the least
+ * recently seen client is forgotten, and comes back full.
+ */
+export class RetryBudgets {
+  private readonly budgets: LRUCache<string, RetryBudget>;
+
+  constructor(
+    readonly capacity: number,
+    readonly refund: number,
+    maxClients: number,
+  ) {
+    this.budgets = new LRUCache({ max: maxClients });
+  }
+
+  for(clientId: string): RetryBudget {
+    let budget = this.budgets.get(clientId);
+    if (!budget) {
+      budget = new RetryBudget(this.capacity, this.refund);
+      this.budgets.set(clientId, budget);
+    }
+    return budget;
   }
 }

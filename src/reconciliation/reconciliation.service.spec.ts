@@ -165,6 +165,7 @@ describe('ReconciliationService', () => {
 
       // One call, no in-call retries: the reconciliation ladder is this hop's only retry layer.
       expect(provider.getCharge).toHaveBeenCalledWith('pk_pay_1', {
+        clientId: 'client_1',
         maxAttempts: 1,
         deadlineMs: config.provider.deadlineMs,
       });
@@ -195,7 +196,7 @@ describe('ReconciliationService', () => {
       const [input, options] = provider.createCharge.mock.calls[0];
       expect(input).toEqual(chargeInputFor(payment));
       expect(input.providerKey).toBe('pk_pay_1');
-      expect(options).toEqual({ maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
+      expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
       expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
       expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', {
         status: 'succeeded',
@@ -329,6 +330,8 @@ describe('ReconciliationService', () => {
 
         expect(await sut.reconcile('pay_1')).toBe('postponed');
 
+        // The payment's client's circuits: another client's open circuit never defers it.
+        expect(provider.unavailableForMs).toHaveBeenCalledWith('client_1');
         expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
           delayMs: 4_200,
           countAttempt: false,

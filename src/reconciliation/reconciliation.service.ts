@@ -154,13 +154,21 @@ export class ReconciliationService {
     // shorter than the lease this job holds: the job cannot outlive its lease.
     const { deadlineMs } = this.config.provider;
     const deadline = performance.now() + deadlineMs;
-    const lookup = await this.provider.getCharge(payment.providerKey, { maxAttempts: 1, deadlineMs });
+    const lookup = await this.provider.getCharge(payment.providerKey, {
+      clientId: payment.clientId,
+      maxAttempts: 1,
+      deadlineMs,
+    });
     if (lookup.kind === 'found') return answerOf(outcomeOfCharge(lookup.charge, payment));
     if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
     const left = deadline - performance.now();
     if (left <= 0) return NOT_FINAL;
     if (!(await this.ledger.holdForCall(lease, left))) return LEASE_LOST;
-    const submitted = await this.provider.createCharge(chargeInputFor(payment), { maxAttempts: 1, deadlineMs: left });
+    const submitted = await this.provider.createCharge(chargeInputFor(payment), {
+      clientId: payment.clientId,
+      maxAttempts: 1,
+      deadlineMs: left,
+    });
     if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
   }
@@ -174,6 +182,7 @@ export class ReconciliationService {
    */
   private async recheckReview(lease: HeldLease, payment: Payment): Promise<ReconcileResult> {
     const lookup = await this.provider.getCharge(payment.providerKey, {
+      clientId: payment.clientId,
       maxAttempts: 1,
       deadlineMs: this.config.provider.deadlineMs,
     });
@@ -199,7 +208,7 @@ export class ReconciliationService {
    * towards requires_review; the payment comes back once a probe may go.
    */
   private async deferWhileProviderDown(lease: Lease, payment: Payment): Promise<ReconcileResult> {
-    const delayMs = this.provider.unavailableForMs();
+    const delayMs = this.provider.unavailableForMs(payment.clientId);
     const deferred = await this.ledger.postpone(lease, payment.id, { delayMs, countAttempt: false });
     return deferred ? 'postponed' : 'skipped';
   }
