@@ -5,7 +5,7 @@ import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
-import { bodyProblem } from './json-body';
+import { keepJsonBytes, parsedBodyProblem } from './json-body';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { keepRawBody } from './raw-body';
 import type { TransportError } from './transport-error';
@@ -29,7 +29,17 @@ function refuseBeforeRouting(request: Request, response: Response, error: Domain
 export function configureHttpApp(app: INestApplication): void {
   (app.getHttpAdapter().getInstance() as express.Express).disable('x-powered-by');
   app.use(httpMetricsMiddleware(app.get(Metrics)));
-  app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json', verify: keepRawBody }));
+  app.use(
+    express.json({
+      limit: BODY_LIMIT,
+      strict: false,
+      type: 'application/json',
+      verify: (request, response, bytes, charset) => {
+        keepRawBody(request, response, bytes);
+        keepJsonBytes(request, bytes, charset);
+      },
+    }),
+  );
   // Answered here, before any route or the request logger has run, so that a
   // malformed or oversized body gets its own code (body_invalid_json,
   // body_too_large) and still carries a request id.
@@ -38,10 +48,11 @@ export function configureHttpApp(app: INestApplication): void {
     if (!parserError) return next(error);
     refuseBeforeRouting(request, response, parserError);
   });
-  // What the parser accepted but nothing after it may read (see bodyProblem):
-  // refused before the fingerprint, validation or the database see it.
+  // What the parser accepted but nothing after it may read (see
+  // parsedBodyProblem): refused before the fingerprint, validation or the
+  // database see it.
   app.use((request: Request, response: Response, next: NextFunction) => {
-    const problem = request.body === undefined ? undefined : bodyProblem(request.body);
+    const problem = parsedBodyProblem(request);
     if (!problem) return next();
     const details = problem.param === '' ? {} : { param: problem.param };
     refuseBeforeRouting(request, response, new DomainError(ErrorCode.ParameterInvalid, problem.message, details));
