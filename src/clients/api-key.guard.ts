@@ -12,7 +12,7 @@ export class ApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
-    request.client = await this.clients.authenticate(request.headers.authorization);
+    request.client = await this.clients.authenticate(request.headersDistinct.authorization);
     return true;
   }
 }

@@ -18,8 +18,17 @@ export class ClientsService {
     return { ...client, api_key: apiKey };
   }
 
-  async authenticate(authorization: string | undefined): Promise<ApiClient> {
-    const match = /^bearer ([\x21-\x7e]{1,200})$/i.exec(authorization?.trim() ?? '');
+  /**
+   * Every copy of the Authorization header, as sent: Node keeps only the first
+   * in `headers`, so two credentials would authenticate as whichever came
+   * first. Two are refused like a wrong one (401, checked before any lookup):
+   * a request must say unambiguously who it is.
+   */
+  async authenticate(authorization: string[] | undefined): Promise<ApiClient> {
+    if (authorization !== undefined && authorization.length > 1) {
+      throw new DomainError(ErrorCode.Unauthenticated, 'Send exactly one Authorization header.');
+    }
+    const match = /^bearer ([\x21-\x7e]{1,200})$/i.exec(authorization?.[0].trim() ?? '');
     const client = match ? await this.clients.findByKeyHash(hashApiKey(match[1])) : undefined;
     if (!client) {
       throw new DomainError(ErrorCode.Unauthenticated, 'Send a valid API key as "Authorization: Bearer <key>".');
