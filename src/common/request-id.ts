@@ -2,15 +2,22 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
-const ACCEPTABLE = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** A caller's own request id is kept when it is sane, so logs join up across services. */
-export function requestIdFor(request: IncomingMessage): string {
-  const given = request.headers[REQUEST_ID_HEADER];
-  return typeof given === 'string' && ACCEPTABLE.test(given) ? given : `req_${randomUUID()}`;
+const REQUEST_ID = Symbol('requestId');
+
+type WithRequestId = IncomingMessage & { [REQUEST_ID]?: string };
+
+export function newRequestId(): string {
+  return `req_${randomUUID()}`;
 }
 
-/** The id pino-http assigned to this request (see common/logging.ts). */
-export function requestIdOf(request: IncomingMessage & { id?: unknown }): string {
-  return typeof request.id === 'string' ? request.id : String(request.id ?? 'unknown');
+/**
+ * This request's id: made on first ask, the same on every later one (the
+ * response header, the log line, the 500 envelope, the provider call). Always
+ * ours: a client's X-Request-Id would let a caller choose, or reuse, the id
+ * under which our logs and the provider file a request. What the client sent
+ * is logged beside it (see log-safety.ts).
+ */
+export function requestIdFor(request: IncomingMessage): string {
+  return ((request as WithRequestId)[REQUEST_ID] ??= newRequestId());
 }
