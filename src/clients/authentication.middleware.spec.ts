@@ -11,7 +11,7 @@ import type { ApiClient } from './clients.table';
 const CLIENT = { id: 'client-1', name: 'shop' } as ApiClient;
 
 function requestTo(path: string, ip = '10.0.0.1'): AuthenticatedRequest {
-  return { path, ip, headers: { authorization: 'Bearer sk_x' } } as unknown as AuthenticatedRequest;
+  return { path, ip, headersDistinct: { authorization: ['Bearer sk_x'] } } as unknown as AuthenticatedRequest;
 }
 
 /** Runs the middleware once; resolves with what it passed to next(). */

@@ -28,7 +28,7 @@ export function authenticateBeforeBody(
     if (refusingFor > 0) {
       return next(tooManyFailedAuthentications(refusingFor));
     }
-    clients.authenticate(request.headers.authorization).then(
+    clients.authenticate(request.headersDistinct.authorization).then(
       (client) => {
         request.client = client;
         next();

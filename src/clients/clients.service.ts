@@ -19,9 +19,18 @@ export class ClientsService {
     return { ...client, api_key: apiKey };
   }
 
-  /** Only a header holding a key of the shape we issue costs a database lookup. */
-  async authenticate(authorization: string | undefined): Promise<ApiClient> {
-    const match = /^bearer (\S+)$/i.exec(authorization?.trim() ?? '');
+  /**
+   * Every copy of the Authorization header, as sent: Node keeps only the first
+   * in `headers`, so two credentials would authenticate as whichever came
+   * first. Two are refused like a wrong one (401, checked before any lookup):
+   * a request must say unambiguously who it is. Only a key of the shape we
+   * issue costs a database lookup.
+   */
+  async authenticate(authorization: string[] | undefined): Promise<ApiClient> {
+    if (authorization !== undefined && authorization.length > 1) {
+      throw new DomainError(ErrorCode.Unauthenticated, 'Send exactly one Authorization header.');
+    }
+    const match = /^bearer (\S+)$/i.exec(authorization?.[0].trim() ?? '');
     const client = match && isApiKeyShaped(match[1]) ? await this.clients.findByKeyHash(hashApiKey(match[1])) : undefined;
     if (!client) throw unauthenticated();
     return client;

@@ -3,6 +3,8 @@ export interface ErrorDetails {
   param?: string;
   /** Sent as Retry-After: when trying again can succeed. */
   retryAfterSeconds?: number;
+  /** Sent as Allow: the methods the path does answer. */
+  allow?: readonly string[];
 }
 
 /** An error with a stable code, which common/error-envelope.ts maps to HTTP. */

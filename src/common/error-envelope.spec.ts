@@ -1,5 +1,5 @@
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
-import { fromInfrastructureError } from './error-envelope';
+import { errorReply, fromClientError, fromInfrastructureError, methodNotAllowed } from './error-envelope';
 import { TransportErrorCode } from './transport-error';
 
 describe('fromInfrastructureError', () => {
@@ -19,5 +19,29 @@ describe('fromInfrastructureError', () => {
   it('leaves any other error alone, to be a 500', () => {
     expect(fromInfrastructureError(new Error('relation "payments" does not exist'))).toBeUndefined();
     expect(fromInfrastructureError({ driverError: { code: '23505' } })).toBeUndefined();
+  });
+});
+
+describe('fromClientError', () => {
+  it.each([
+    ['HPE_HEADER_OVERFLOW', 431, 'request_headers_too_large'],
+    ['HPE_CHUNK_EXTENSIONS_OVERFLOW', 413, 'body_too_large'],
+    ['ERR_HTTP_REQUEST_TIMEOUT', 408, 'request_timeout'],
+    ['HPE_INVALID_METHOD', 400, 'request_malformed'],
+    [undefined, 400, 'request_malformed'],
+  ])('answers %s with the status Node would, in the envelope', (code, status, errorCode) => {
+    const reply = errorReply(fromClientError(code));
+
+    expect(reply.status).toBe(status);
+    expect(JSON.parse(reply.body)).toEqual({ error: { type: 'invalid_request_error', code: errorCode, message: expect.any(String) } });
+  });
+});
+
+describe('methodNotAllowed', () => {
+  it('is a 405 that names the methods in Allow', () => {
+    const reply = errorReply(methodNotAllowed('DELETE', ['GET', 'HEAD', 'POST']));
+
+    expect(reply.status).toBe(405);
+    expect(reply.headers).toEqual({ Allow: 'GET, HEAD, POST' });
   });
 });

@@ -19,11 +19,14 @@ type ErrorType =
 function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType] {
   switch (code) {
     case ErrorCode.ParameterInvalid:
+    case TransportErrorCode.RequestMalformed:
     case TransportErrorCode.BodyInvalidJson:
     case ErrorCode.IdempotencyKeyMissing:
     case ErrorCode.IdempotencyKeyInvalid:
     case ErrorCode.WebhookSignatureInvalid:
       return [400, 'invalid_request_error'];
+    case TransportErrorCode.RequestTimeout:
+      return [408, 'invalid_request_error'];
     case TransportErrorCode.BodyTooLarge:
       return [413, 'invalid_request_error'];
     case TransportErrorCode.UnsupportedMediaType:
@@ -33,6 +36,10 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
     case ErrorCode.NotFound:
     case TransportErrorCode.RouteNotFound:
       return [404, 'invalid_request_error'];
+    case TransportErrorCode.MethodNotAllowed:
+      return [405, 'invalid_request_error'];
+    case TransportErrorCode.RequestHeadersTooLarge:
+      return [431, 'invalid_request_error'];
     case TransportErrorCode.RateLimited:
       return [429, 'rate_limit_error'];
     case ErrorCode.IdempotencyKeyInUse:
@@ -60,14 +67,42 @@ export function isServerError(error: ApiError): boolean {
 
 /**
  * The error as sent: `{"error":{"type","code","message","param"?, ...extra}}`,
- * with Retry-After when the error says when to come back.
+ * with Retry-After when the error says when to come back and Allow when it
+ * names the methods that would have been answered.
  */
 export function errorReply(error: ApiError, extra: Record<string, unknown> = {}): HttpReply {
   const [status, type] = statusAndType(error.code);
-  const { param, retryAfterSeconds } = error.details;
+  const { param, retryAfterSeconds, allow } = error.details;
   const envelope = { error: { type, code: error.code, message: error.message, ...(param !== undefined && { param }), ...extra } };
-  const headers: Record<string, string> = retryAfterSeconds === undefined ? {} : { 'Retry-After': String(retryAfterSeconds) };
+  const headers: Record<string, string> = {
+    ...(retryAfterSeconds !== undefined && { 'Retry-After': String(retryAfterSeconds) }),
+    ...(allow !== undefined && { Allow: allow.join(', ') }),
+  };
   return { status, body: JSON.stringify(envelope), headers };
+}
+
+/** A known path asked with a method none of its routes answers. */
+export function methodNotAllowed(method: string, allow: readonly string[]): TransportError {
+  return new TransportError(TransportErrorCode.MethodNotAllowed, `${method} is not allowed here; use ${allow.join(', ')}.`, {
+    allow,
+  });
+}
+
+/**
+ * What Node's HTTP parser refused (the `code` of a server's clientError), with
+ * the status Node itself would have answered.
+ */
+export function fromClientError(code: string | undefined): TransportError {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return new TransportError(TransportErrorCode.RequestHeadersTooLarge, 'The request headers are too large.');
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new TransportError(TransportErrorCode.BodyTooLarge, 'The request body is too large.');
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new TransportError(TransportErrorCode.RequestTimeout, 'The request was not received in time.');
+    default:
+      return new TransportError(TransportErrorCode.RequestMalformed, 'The request is not valid HTTP.');
+  }
 }
 
 /** Nest's own exceptions (unknown route, wrong method, ...) in our codes. */

@@ -8,15 +8,18 @@ import { ClientsService } from '../clients/clients.service';
 import { APP_CONFIG, type AppConfig } from '../config/app-config';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
+import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
+import { allowedMethods } from './allowed-methods';
+import { answerClientErrorsInEnvelope } from './client-error';
 import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
-import { bodyProblem } from './json-body';
-import { requestForLog } from './log-safety';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
+import { ANSWER_HEADERS } from './http-reply';
+import { keepJsonBytes, parsedBodyProblem } from './json-body';
+import { requestForLog } from './log-safety';
 import { keepRawBody } from './raw-body';
-import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
+import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { TransportError } from './transport-error';
-import { assignRequestId } from './request-id';
 import { StrictValidationPipe } from './validation';
 
 /** Large enough for every field at its limit; anything bigger is refused unread. */
@@ -44,18 +47,19 @@ function refuseBeforeRouting(request: Request, response: Response, error: Domain
  * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
  * exercise the same pipeline. The app must be created with bodyParser: false.
  *
- * In order: a request id; metrics; the API key (before the body is read);
- * the JSON body; what the parser accepted but nothing may read; then Nest's
- * guards, pipes and routes.
+ * In order: the headers every answer carries, our request id among them;
+ * metrics; the API key (before the body is read); the JSON body; what the
+ * parser accepted but nothing may read; then Nest's guards, pipes and routes.
  */
 export function configureHttpApp(app: INestApplication): void {
   const config = app.get<AppConfig>(APP_CONFIG);
-  const instance = app.getHttpAdapter().getInstance() as express.Express;
-  instance.disable('x-powered-by');
+  const expressApp = app.getHttpAdapter().getInstance() as express.Express;
+  expressApp.disable('x-powered-by');
   // request.ip (what the failed-authentication limit counts by) is then the
   // address the trusted proxies saw, not the proxy's own.
-  if (config.http.trustProxyHops > 0) instance.set('trust proxy', config.http.trustProxyHops);
+  if (config.http.trustProxyHops > 0) expressApp.set('trust proxy', config.http.trustProxyHops);
   const server = app.getHttpServer() as Server;
+  answerClientErrorsInEnvelope(server);
   // A client gets this long to send its whole request; Node's default of
   // five minutes lets a few slow bodies hold connections for ever.
   server.requestTimeout = config.http.requestTimeoutMs;
@@ -65,13 +69,24 @@ export function configureHttpApp(app: INestApplication): void {
   // does not pass through; Node reads it when the server starts listening.
   Object.assign(server, { connectionsCheckingInterval: CONNECTION_SWEEP_MS });
 
+  // First, so that every answer carries them, whichever layer writes it.
   app.use((request: Request, response: Response, next: NextFunction) => {
-    assignRequestId(request, response);
+    response.set(ANSWER_HEADERS).setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     next();
   });
   app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(authenticateBeforeBody(app.get(ClientsService), app.get(AuthFailureLimiter), [PROVIDER_EVENTS_PATH]));
-  app.use(express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json', verify: keepRawBody }));
+  app.use(
+    express.json({
+      limit: BODY_LIMIT,
+      strict: false,
+      type: 'application/json',
+      verify: (request, response, bytes, charset) => {
+        keepRawBody(request, response, bytes);
+        keepJsonBytes(request, bytes, charset);
+      },
+    }),
+  );
   // Answered here, before any route or the request logger has run, so that a
   // failed authentication, a malformed or oversized body get their own code
   // (unauthenticated, body_invalid_json, body_too_large).
@@ -80,16 +95,17 @@ export function configureHttpApp(app: INestApplication): void {
     if (!refusal) return next(error);
     refuseBeforeRouting(request, response, refusal);
   });
-  // What the parser accepted but nothing after it may read (see bodyProblem):
-  // refused before the fingerprint, validation or the database see it.
+  // What the parser accepted but nothing after it may read (see
+  // parsedBodyProblem): refused before the fingerprint, validation or the
+  // database see it.
   app.use((request: Request, response: Response, next: NextFunction) => {
-    const problem = request.body === undefined ? undefined : bodyProblem(request.body);
+    const problem = parsedBodyProblem(request);
     if (!problem) return next();
     const details = problem.param === '' ? {} : { param: problem.param };
     refuseBeforeRouting(request, response, new DomainError(ErrorCode.ParameterInvalid, problem.message, details));
   });
   app.useGlobalPipes(new StrictValidationPipe());
-  app.useGlobalFilters(new ErrorEnvelopeFilter());
+  app.useGlobalFilters(new ErrorEnvelopeFilter((request) => allowedMethods(expressApp.router, request.path)));
   // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
 

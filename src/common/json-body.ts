@@ -1,3 +1,7 @@
+import type { IncomingMessage } from 'node:http';
+
+type BodyProblem = { param: string; message: string };
+
 /**
  * How deep a request body may nest. The payment body is two levels deep
  * (metadata); the cap keeps every later recursive walk (the reserved-key check,
@@ -14,7 +18,7 @@ const MAX_DEPTH = 16;
  * Walks without recursion, so any depth the parser produced is safe to check.
  * Returns the first problem with the path of the field at fault.
  */
-export function bodyProblem(body: unknown): { param: string; message: string } | undefined {
+export function bodyProblem(body: unknown): BodyProblem | undefined {
   const pending: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const { value, path, depth } = next;
@@ -44,4 +48,101 @@ const LONE_SURROGATE = /\p{Cs}/u;
 
 function storable(text: string): boolean {
   return !text.includes('\u0000') && !LONE_SURROGATE.test(text);
+}
+
+/**
+ * An open object (its keys so far, and the key whose value is being read:
+ * undefined while a key is awaited) or array (the index being read).
+ */
+type Container = { keys: Set<string>; key: string | undefined } | { keys: undefined; index: number };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+/**
+ * The path (`metadata.k`) of the first key that a JSON text gives twice in one
+ * object: JSON.parse silently keeps the last value, so what a request means
+ * would depend on which copy a reader takes. Keys are compared as JSON.parse
+ * reads them (`"a"` and `"\u0061"` are one key, decoded by JSON.parse itself).
+ * A second pass over text JSON.parse accepted, not a parser: it tracks only
+ * strings and the brackets outside them, without recursion.
+ */
+export function duplicateKey(text: string): string | undefined {
+  const open: Container[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const char = text.charCodeAt(i);
+    if (char === QUOTE) {
+      const end = closingQuote(text, i);
+      const container = open.at(-1);
+      if (container?.keys && container.key === undefined) {
+        const raw = text.slice(i + 1, end);
+        const key = raw.includes('\\') ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+        if (container.keys.has(key)) return [...open.slice(0, -1).map(keyOrIndex), key].join('.');
+        container.keys.add(key);
+        container.key = key;
+      }
+      i = end;
+    } else if (char === OPEN_OBJECT) {
+      open.push({ keys: new Set(), key: undefined });
+    } else if (char === OPEN_ARRAY) {
+      open.push({ keys: undefined, index: 0 });
+    } else if (char === CLOSE_OBJECT || char === CLOSE_ARRAY) {
+      open.pop();
+    } else if (char === COMMA) {
+      const container = open[open.length - 1];
+      if (container.keys) container.key = undefined;
+      else container.index++;
+    }
+  }
+  return undefined;
+}
+
+/** The index of the quote that ends the string opening at `start`: the next one not escaped by an odd run of backslashes. */
+function closingQuote(text: string, start: number): number {
+  for (let quote = text.indexOf('"', start + 1); ; quote = text.indexOf('"', quote + 1)) {
+    let backslashes = 0;
+    while (text.charCodeAt(quote - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote;
+  }
+}
+
+function keyOrIndex(container: Container): string {
+  return container.keys ? (container.key ?? '') : String(container.index);
+}
+
+const JSON_BYTES = Symbol('jsonBytes');
+
+type WithJsonBytes = IncomingMessage & { [JSON_BYTES]?: Buffer };
+
+/**
+ * The JSON body parser's `verify` hook, run before it parses: refuses a
+ * charset other than UTF-8 (RFC 8259 8.1: JSON between systems is UTF-8; the
+ * duplicate-key pass reads UTF-8), and keeps the bytes for
+ * parsedBodyProblem, which runs once the parser has accepted them.
+ */
+export function keepJsonBytes(request: IncomingMessage, bytes: Buffer, charset: string): void {
+  if (charset !== 'utf-8') {
+    throw Object.assign(new Error(`unsupported charset "${charset}"`), { status: 415, type: 'charset.unsupported' });
+  }
+  (request as WithJsonBytes)[JSON_BYTES] = bytes;
+}
+
+/**
+ * What is wrong with a body the parser accepted: what bodyProblem finds (so
+ * nesting is capped before a path is built), then a key given twice. Lets go
+ * of the bytes keepJsonBytes kept.
+ */
+export function parsedBodyProblem(request: IncomingMessage & { body?: unknown }): BodyProblem | undefined {
+  const bytes = (request as WithJsonBytes)[JSON_BYTES];
+  // Assigned rather than deleted: a delete would turn the request into a slow dictionary object.
+  (request as WithJsonBytes)[JSON_BYTES] = undefined;
+  const problem = request.body === undefined ? undefined : bodyProblem(request.body);
+  if (problem || bytes === undefined) return problem;
+  const duplicate = duplicateKey(bytes.toString('utf8'));
+  return duplicate === undefined ? undefined : { param: duplicate, message: `${duplicate || 'A key'} is given more than once.` };
 }

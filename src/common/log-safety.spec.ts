@@ -47,9 +47,18 @@ describe('log safety', () => {
     expect(JSON.stringify(logged)).not.toContain(KEY);
     expect(logged).toEqual({
       id: 'req_1',
+      clientRequestId: undefined,
       method: 'GET',
       url: '/v1/payments?api_key=[redacted]',
       headers: { authorization: '[redacted]', 'x-api-key': '[redacted]', 'user-agent': 'curl [redacted]' },
     });
+  });
+
+  it("logs the client's X-Request-Id as a field of its own: redacted, printable and at most 128 characters", () => {
+    const request = (value: string) => requestForLog({ id: 'req_ours', headers: { 'x-request-id': value } });
+
+    expect(request('abc-123')).toMatchObject({ id: 'req_ours', clientRequestId: 'abc-123', headers: {} });
+    expect(request('a\nfake log line\u001b[31m').clientRequestId).toBe('a?fake log line?[31m');
+    expect(request(`${KEY} ${'x'.repeat(200)}`).clientRequestId).toBe(`[redacted] ${'x'.repeat(117)}`);
   });
 });

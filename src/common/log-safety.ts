@@ -1,4 +1,5 @@
 import { QueryFailedError } from 'typeorm';
+import { REQUEST_ID_HEADER } from './request-id';
 
 /** API keys (sk_…) and webhook secrets (whsec_…), wherever they appear in a string. */
 const SECRET = /\b(?:sk|whsec)_[A-Za-z0-9+/=_-]{8,}/g;
@@ -30,18 +31,42 @@ export function errorForLog(error: unknown): Record<string, string | undefined> 
   return { type: typeof error, message: redactSecrets(String(error)) };
 }
 
-/** What a request log line says of the request: no credential header, no key in the URL. */
+/** Longest client request id kept in a log line. */
+const CLIENT_REQUEST_ID_MAX = 128;
+
+/**
+ * The X-Request-Id a client sent, as it may be logged: secrets redacted
+ * first (so the cut cannot leave half a key unrecognised), anything but
+ * printable ASCII replaced, and cut to CLIENT_REQUEST_ID_MAX characters.
+ */
+function clientRequestIdForLog(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  return redactSecrets(String(value)).replace(/[^\x20-\x7e]/g, '?').slice(0, CLIENT_REQUEST_ID_MAX);
+}
+
+/**
+ * What a request log line says of the request: no credential header, no key
+ * in the URL; the id is ours, and the client's X-Request-Id is a field of its
+ * own (clientRequestId) rather than a header.
+ */
 export function requestForLog(request: {
   id?: unknown;
   method?: string;
   url?: string;
   headers?: Record<string, unknown>;
 }): Record<string, unknown> {
+  const { [REQUEST_ID_HEADER]: clientRequestId, ...others } = request.headers ?? {};
   const headers = Object.fromEntries(
-    Object.entries(request.headers ?? {}).map(([name, value]) => [
+    Object.entries(others).map(([name, value]) => [
       name,
       CREDENTIAL_HEADERS.has(name.toLowerCase()) ? REDACTED : redactSecrets(String(value)),
     ]),
   );
-  return { id: request.id, method: request.method, url: redactSecrets(request.url ?? ''), headers };
+  return {
+    id: request.id,
+    clientRequestId: clientRequestIdForLog(clientRequestId),
+    method: request.method,
+    url: redactSecrets(request.url ?? ''),
+    headers,
+  };
 }

@@ -1,8 +1,7 @@
-import type { ServerResponse } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
 import type { AppConfig } from '../config/app-config';
 import { requestForLog } from './log-safety';
-import { assignRequestId } from './request-id';
+import { requestIdFor } from './request-id';
 
 /** JSON logs, one line per request, tagged with a request id the response also carries. */
 export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string) {
@@ -10,7 +9,8 @@ export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string)
     pinoHttp: {
       name,
       level: config.logLevel,
-      genReqId: (request, response: ServerResponse) => assignRequestId(request, response),
+      // The id common/http-app.ts already sent back in X-Request-Id.
+      genReqId: requestIdFor,
       customLogLevel: (_request, response, error) =>
         error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
       // Never log credentials: no credential header, no key-shaped string in the URL or any header.

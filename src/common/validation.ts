@@ -16,11 +16,23 @@ function reservedKeyPath(value: object, prefix = ''): string | undefined {
   return undefined;
 }
 
+/**
+ * Of a property's failed checks, the one written first: class-validator runs
+ * IsDefined before the rest and lists the others last decorator first, so
+ * "amount is required" or "must be an integer" wins over a range that a
+ * missing or mistyped value fails too.
+ */
+function firstWritten(constraints: Record<string, string>): [string, string] {
+  if (constraints.isDefined !== undefined) return ['isDefined', constraints.isDefined];
+  const entries = Object.entries(constraints);
+  return entries[entries.length - 1];
+}
+
 function firstProblem(errors: ValidationError[], prefix = ''): { param: string; message: string } {
   const error = errors[0];
   const param = `${prefix}${error.property}`;
   if (error.constraints) {
-    const [constraint, message] = Object.entries(error.constraints)[0];
+    const [constraint, message] = firstWritten(error.constraints);
     return constraint === 'whitelistValidation'
       ? { param, message: `Unknown parameter: ${param}.` }
       : { param, message: message.endsWith('.') ? message : `${message}.` };

@@ -30,10 +30,15 @@ describe('parseIdempotencyKey', () => {
 
   it.each([
     ['missing', undefined, ErrorCode.IdempotencyKeyMissing],
-    ['blank', '   ', ErrorCode.IdempotencyKeyMissing],
+    ['empty', '', ErrorCode.IdempotencyKeyInvalid],
+    ['blank', '   ', ErrorCode.IdempotencyKeyInvalid],
+    ['a quoted blank', '"  "', ErrorCode.IdempotencyKeyInvalid],
     ['non-ASCII', 'clé', ErrorCode.IdempotencyKeyInvalid],
     ['a control character', 'a\tb', ErrorCode.IdempotencyKeyInvalid],
     ['an unterminated quote', '"abc', ErrorCode.IdempotencyKeyInvalid],
+    ['a closing quote that is escaped', '"abc\\"', ErrorCode.IdempotencyKeyInvalid],
+    ['an escape at the end', '"abc\\', ErrorCode.IdempotencyKeyInvalid],
+    ['a lone quote', '"', ErrorCode.IdempotencyKeyInvalid],
     ['an empty quoted string', '""', ErrorCode.IdempotencyKeyInvalid],
     ['an unescaped inner quote', '"a"b"', ErrorCode.IdempotencyKeyInvalid],
     ['a bad escape', '"a\\nb"', ErrorCode.IdempotencyKeyInvalid],

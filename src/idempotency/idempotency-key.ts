@@ -8,30 +8,32 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 /**
  * Reads the Idempotency-Key header. Both forms mean the same key: a bare token
  * (`8e03...`) and the structured-field string of the IETF draft (`"8e03..."`,
- * where `\"` and `\\` are the only escapes).
+ * where `\"` and `\\` are the only escapes). Only an absent header is
+ * "missing": one that is present but empty or blank is an invalid key.
  */
 export function parseIdempotencyKey(header: string | string[] | undefined): string {
   const values = header === undefined ? [] : Array.isArray(header) ? header : [header];
-  if (values.length > 1) throw invalid('Send exactly one Idempotency-Key header.');
-  const value = (values[0] ?? '').trim();
-  if (value === '') {
+  if (values.length === 0) {
     throw new DomainError(ErrorCode.IdempotencyKeyMissing, 'An Idempotency-Key header is required.');
   }
-  const key = value.startsWith('"') ? unquote(value) : value;
-  if (key.length === 0 || key.length > MAX_KEY_LENGTH || !PRINTABLE_ASCII.test(key)) {
+  if (values.length > 1) throw invalid('Send exactly one Idempotency-Key header.');
+  const key = values[0].startsWith('"') ? unquote(values[0]) : values[0];
+  if (key.length > MAX_KEY_LENGTH || !PRINTABLE_ASCII.test(key)) {
     throw invalid(`The Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters.`);
   }
+  if (key.trim() === '') throw invalid('The Idempotency-Key must not be blank.');
   return key;
 }
 
+/** The content of a quoted key; the closing quote must be the last character, and an escaped quote is not one. */
 function unquote(value: string): string {
-  if (value.length < 2 || !value.endsWith('"')) {
-    throw invalid('A quoted Idempotency-Key must end with a double quote.');
-  }
   let key = '';
-  for (let i = 1; i < value.length - 1; i++) {
+  for (let i = 1; i < value.length; i++) {
     const char = value[i];
-    if (char === '"') throw invalid('A quoted Idempotency-Key must escape inner double quotes.');
+    if (char === '"') {
+      if (i !== value.length - 1) throw invalid('A quoted Idempotency-Key must escape inner double quotes.');
+      return key;
+    }
     if (char === '\\') {
       const next = value[++i];
       if (next !== '"' && next !== '\\') throw invalid('Only \\" and \\\\ may be escaped in an Idempotency-Key.');
@@ -40,7 +42,7 @@ function unquote(value: string): string {
       key += char;
     }
   }
-  return key;
+  throw invalid('A quoted Idempotency-Key must end with a double quote.');
 }
 
 function invalid(message: string): DomainError {

@@ -3,7 +3,7 @@ import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
 import type { ApiClient } from '../clients/clients.table';
-import { requestIdOf } from '../common/request-id';
+import { requestIdFor } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
 import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
 import { PaymentCreationService } from './payment-creation.service';
@@ -36,7 +36,7 @@ export class PaymentsController {
       idempotencyKeyHeader: request.headersDistinct['idempotency-key'],
       fingerprint,
       body,
-      requestId: requestIdOf(request),
+      requestId: requestIdFor(request),
     });
     response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
   }

@@ -1,5 +1,6 @@
-import { Type } from 'class-transformer';
+import { Transform } from 'class-transformer';
 import {
+  IsDefined,
   IsIn,
   IsInt,
   IsOptional,
@@ -52,18 +53,25 @@ function IsMetadata(options?: ValidationOptions): PropertyDecorator {
   );
 }
 
-/** Body of POST /v1/payments. Types are strict: "500" is not an amount. */
+/**
+ * Body of POST /v1/payments. Types are strict: "500" is not an amount. A
+ * property's checks run from presence to type to range, in the order written:
+ * the first that fails is the one reported (see common/validation.ts).
+ */
 export class CreatePaymentDto {
+  @IsDefined({ message: 'amount is required' })
   @IsInt({ message: 'amount must be an integer number of minor units' })
   @Min(1, { message: 'amount must be at least 1' })
   @Max(99_999_999, { message: 'amount must be at most 99999999' })
   amount!: number;
 
+  @IsDefined({ message: 'currency is required' })
   @IsString({ message: 'currency must be a string' })
   @Matches(/^[A-Z]{3}$/, { message: 'currency must be three upper-case letters (ISO 4217)' })
   @IsIn(SUPPORTED_CURRENCIES, { message: `currency must be one of ${SUPPORTED_CURRENCIES.join(', ')}` })
   currency!: string;
 
+  @IsDefined({ message: 'payment_method is required' })
   @IsString({ message: 'payment_method must be a string' })
   @Length(1, 255, { message: 'payment_method must be 1 to 255 characters' })
   payment_method!: string;
@@ -83,9 +91,18 @@ export class CreatePaymentDto {
   metadata?: Record<string, string>;
 }
 
+/**
+ * A query value in decimal digits as a number; anything else (`0x10`, `1e1`,
+ * ` 5 `, `abc`, a repeated parameter) stays as sent and fails the integer check,
+ * where Number() would have read most of them as a number.
+ */
+function decimalInteger({ value }: { value: unknown }): unknown {
+  return typeof value === 'string' && /^-?[0-9]+$/.test(value) ? Number(value) : value;
+}
+
 export class ListPaymentsQueryDto {
   @IsOptional()
-  @Type(() => Number)
+  @Transform(decimalInteger)
   @IsInt({ message: 'limit must be an integer' })
   @Min(1, { message: 'limit must be at least 1' })
   @Max(100, { message: 'limit must be at most 100' })

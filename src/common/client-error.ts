@@ -1,0 +1,44 @@
+import { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { Logger } from '@nestjs/common';
+import { errorReply, fromClientError } from './error-envelope';
+import { ANSWER_HEADERS, type HttpReply } from './http-reply';
+import { REQUEST_ID_HEADER, newRequestId } from './request-id';
+
+function rawResponse(reply: HttpReply, requestId: string): string {
+  const headers = {
+    'Content-Type': 'application/json',
+    'Content-Length': String(Buffer.byteLength(reply.body)),
+    ...ANSWER_HEADERS,
+    [REQUEST_ID_HEADER]: requestId,
+    ...reply.headers,
+    Connection: 'close',
+  };
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  return `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status]}\r\n${lines.join('')}\r\n${reply.body}`;
+}
+
+/**
+ * Node's HTTP parser refuses some requests before any request object exists:
+ * a malformed request line or header (400), headers past the size limit
+ * (431), a request not received within the server's requestTimeout (408).
+ * Node then writes a bare status line. This answers as Node does (the same
+ * statuses, only while nothing of another answer is on the socket, then the
+ * connection is closed) but in the envelope, with the answer headers and a
+ * request id that is also logged.
+ */
+export function answerClientErrorsInEnvelope(server: Server): void {
+  const logger = new Logger('HttpParser');
+  server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
+    // The answer in progress on this connection, as Node's own handler reads
+    // it: once its headers are out, another answer would corrupt the stream.
+    const inProgress = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (error.code !== 'ECONNRESET' && socket.writable && !inProgress?.headersSent) {
+      const requestId = newRequestId();
+      const reply = errorReply(fromClientError(error.code));
+      logger.warn({ msg: 'request refused by the HTTP parser', requestId, code: error.code, status: reply.status });
+      socket.write(rawResponse(reply, requestId));
+    }
+    socket.destroy();
+  });
+}
