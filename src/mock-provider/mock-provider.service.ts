@@ -28,7 +28,7 @@ const unavailable = () =>
     'The processor is unavailable, try again',
   );
 
-/** The test tokens of the contract (CONTRACT.md, "Mock provider"). */
+/** The test cards of docs/api.md ("The mock provider's test cards"). */
 const TOKENS: Record<string, TokenBehaviour> = {
   pm_card_ok: { status: 'succeeded' },
   pm_card_declined: { status: 'failed', failureCode: 'card_declined' },
