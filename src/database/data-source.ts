@@ -7,6 +7,8 @@ import { migrations } from '../../migrations';
  * tests. The schema changes only through migrations: synchronize is off
  * everywhere, tests included.
  */
+export const MIGRATIONS_TABLE = 'typeorm_migrations';
+
 export function dataSourceOptions(
   config: Pick<AppConfig, 'databaseUrl'> & Partial<Pick<AppConfig, 'databasePool'>>,
 ): DataSourceOptions {
@@ -17,7 +19,7 @@ export function dataSourceOptions(
     synchronize: false,
     migrationsRun: false,
     migrations,
-    migrationsTableName: 'typeorm_migrations',
+    migrationsTableName: MIGRATIONS_TABLE,
     extra: {
       max: pool.size,
       // With every connection busy, a request waits this long for one and then

@@ -1,0 +1,80 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { databaseUrlNamed, openScratchDatabase } from '../scripts/lib/scratch-database';
+import { TEST_DATABASE_URL } from './support/test-env';
+
+/** The migration command as an operator runs it (dist/, a database of this spec's own). */
+describe('npm run migration:run / migration:revert', () => {
+  const databaseName = `payments_test_migrations_${process.pid}`;
+  const databaseUrl = databaseUrlNamed(TEST_DATABASE_URL, databaseName);
+  const adminUrl = databaseUrlNamed(TEST_DATABASE_URL, 'postgres');
+
+  function migrateCommand(...args: string[]) {
+    return spawnSync(process.execPath, [join(__dirname, '../dist/src/database/migrate.js'), ...args], {
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+      encoding: 'utf8',
+    });
+  }
+
+  async function adminQuery<T>(sql: string, params: unknown[] = []): Promise<T[]> {
+    const client = new Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      return (await client.query(sql, params)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  }
+
+  async function dropDatabase(): Promise<void> {
+    await adminQuery(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
+  }
+
+  afterAll(dropDatabase);
+
+  it('--help prints the usage and touches no database', async () => {
+    await dropDatabase();
+
+    const help = migrateCommand('--help');
+
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('--confirm NAME');
+    expect(await adminQuery('SELECT 1 FROM pg_database WHERE datname = $1', [databaseName])).toHaveLength(0);
+  });
+
+  it('reverts only the migration the operator names, the last applied one', async () => {
+    await (await openScratchDatabase(databaseUrl)).destroy();
+    const schemaState = async () => {
+      const client = new Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        const { rows } = await client.query(
+          "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = 'processed_messages'",
+        );
+        const [last] = (await client.query('SELECT name FROM typeorm_migrations ORDER BY id DESC LIMIT 1')).rows;
+        return { processedMessages: rows[0].n as number, last: last.name as string };
+      } finally {
+        await client.end();
+      }
+    };
+    const before = await schemaState();
+
+    const unconfirmed = migrateCommand('--revert');
+    const wrong = migrateCommand('--revert', '--confirm', 'InitialSchema1795942800000');
+
+    for (const refused of [unconfirmed, wrong]) {
+      expect(refused.status).toBe(2);
+      expect(JSON.parse(refused.stderr)).toMatchObject({ msg: 'nothing reverted', last_applied: before.last });
+    }
+    expect(await schemaState()).toEqual(before);
+
+    const confirmed = migrateCommand('--revert', '--confirm', before.last);
+
+    expect(confirmed.status).toBe(0);
+    expect(JSON.parse(confirmed.stdout)).toEqual({ msg: 'migration reverted', reverted: before.last });
+    expect((await schemaState()).processedMessages).toBe(0);
+    expect(migrateCommand().status).toBe(0);
+    expect(await schemaState()).toEqual(before);
+  });
+});
