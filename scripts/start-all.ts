@@ -4,13 +4,23 @@ import { join } from 'node:path';
 /**
  * `npm run start:all`: the whole stack on one machine without Docker. Applies
  * migrations, then runs the mock provider, the API and the worker as three
- * processes, as compose does. Ctrl-C or SIGTERM stops all three gracefully;
- * if one dies, the others are stopped too, so nothing runs half-deployed.
+ * processes, as compose does. Ctrl-C or SIGTERM stops all three gracefully
+ * and exits 0; if one dies, the others are stopped too, so nothing runs
+ * half-deployed.
+ *
+ * Each child runs in a process group of its own, so a Ctrl-C in the terminal
+ * (which signals the whole foreground group) reaches only this process, which
+ * sends each child one SIGTERM: a second signal would cut a child's drain
+ * short. Each child also has an IPC channel to this process and stops when it
+ * closes, so a start:all that is killed outright leaves nothing behind.
  */
 const dist = join(__dirname, '..', 'src');
 
 function run(name: string, script: string): ChildProcess {
-  const child = spawn(process.execPath, [join(dist, script)], { stdio: 'inherit' });
+  const child = spawn(process.execPath, [join(dist, script)], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    detached: true,
+  });
   child.on('exit', (code, signal) => {
     process.stderr.write(`start:all: ${name} exited (${signal ?? code})\n`);
   });
@@ -30,8 +40,9 @@ async function main(): Promise<void> {
   const stopAll = () => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
+      if (signalled) return;
       signalled = true;
       stopAll();
     });
