@@ -1,3 +1,4 @@
+import { types } from 'node:util';
 import { QueryFailedError } from 'typeorm';
 import { REQUEST_ID_HEADER } from './request-id';
 
@@ -24,7 +25,9 @@ export function errorForLog(error: unknown): Record<string, string | undefined> 
     const driverError = error.driverError as { code?: string; constraint?: string; table?: string };
     return { type: 'QueryFailedError', code: driverError.code, constraint: driverError.constraint, table: driverError.table };
   }
-  if (error instanceof Error) {
+  // isNativeError too: an error made in another realm (a vm context, as under
+  // jest) is not an instance of this realm's Error.
+  if (error instanceof Error || types.isNativeError(error)) {
     const { code } = error as { code?: unknown };
     return { type: error.name, code: typeof code === 'string' ? code : undefined, message: redactSecrets(error.message) };
   }
