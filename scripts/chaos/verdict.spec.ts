@@ -224,10 +224,20 @@ describe('judge', () => {
       expect(verdict.ok).toBe(true);
     });
 
-    it('counts a client timeout during an outage as a hang, and one outside as none', () => {
-      const verdict = sut([exchange('k1', [timedOut(12_000), timedOut(30_000)])], [], [], cleanAudit(), [outage]);
+    it('counts a client timeout of a request sent while Postgres was down as a hang, and no other', () => {
+      const verdict = sut(
+        [exchange('k1', [timedOut(9_000), timedOut(12_000), timedOut(30_000)])],
+        [],
+        [],
+        cleanAudit(),
+        [outage],
+      );
 
-      expect(verdict).toMatchObject({ ok: false, violations: { hangs: 1 }, postgres_outages: { requests: 1 } });
+      expect(verdict).toMatchObject({
+        ok: false,
+        violations: { hangs: 1 },
+        postgres_outages: { requests: 2, answers: { 'network TimeoutError': 2 } },
+      });
       expect(verdict.examples?.hangs).toEqual([{ key: 'k1', sent_at: new Date(12_000).toISOString() }]);
     });
 

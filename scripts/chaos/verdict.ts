@@ -84,7 +84,12 @@ interface Verdict {
     server_errors: number;
     /** Violations of the ledger audit, by kind (double and orphan charges are counted above too). */
     audit: number;
-    /** Requests in flight during a Postgres outage that got no answer within the client's timeout: a 503 takes milliseconds. */
+    /**
+     * Requests sent while Postgres was down that got no answer within the
+     * client's timeout: a 503 takes milliseconds. (Requests already in flight
+     * when it stopped may be slow for other reasons, in the provider's call
+     * on a busy machine: their answers are counted under postgres_outages.)
+     */
     hangs: number;
     /** Postgres outages after which the APIs were not ready again within the deadline. */
     not_recovered: number;
@@ -131,6 +136,7 @@ export function judge(input: VerdictInput): Verdict {
   const answers: Record<string, number> = {};
   const outageAnswers: Record<string, number> = {};
   const duringOutage = (reply: Reply) => input.outages.some((o) => reply.at <= o.toMs && reply.at + reply.ms >= o.fromMs);
+  const sentWhileDown = (reply: Reply) => input.outages.some((o) => reply.at >= o.fromMs && reply.at <= o.toMs);
   let requests = 0;
   let outageRequests = 0;
   let hangs = 0;
@@ -149,7 +155,7 @@ export function judge(input: VerdictInput): Verdict {
       if (duringOutage(reply)) {
         outageRequests++;
         outageAnswers[answer] = (outageAnswers[answer] ?? 0) + 1;
-        if (answer === CLIENT_TIMEOUT) {
+        if (answer === CLIENT_TIMEOUT && sentWhileDown(reply)) {
           hangs++;
           note('hangs', { key: exchange.key, sent_at: new Date(reply.at).toISOString() });
         }
