@@ -10,6 +10,7 @@ import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
+import { type PrivatePostgres, startPrivatePostgres } from './lib/private-postgres';
 import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
 import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
 import { mulberry32 } from './lib/random';
@@ -19,18 +20,40 @@ import { startProvider } from './lib/processes';
  * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the
  * mock provider (with failures, lost and late replies, and charge events
  * delivered to the first API with duplicates and random delays) under a load
- * of retrying clients, while APIs and workers are SIGKILLed and restarted and
- * Redis is flushed once. Then the faults stop, every payment must become
+ * of retrying clients, while APIs and workers are SIGKILLed and restarted,
+ * Redis is flushed once and, with --postgres-restarts, Postgres is stopped
+ * and started again. Then the faults stop, every payment must become
  * terminal within the drain deadline, the ledger audit runs, and one JSON
  * line says what happened. Exit 0: no violation; 1: a violation; 2: the run
  * could not be made.
  *
  * Everything is on loopback, in a database of its own (payments_chaos unless
- * --database says otherwise: its tables are truncated) on the server of
- * DATABASE_URL, and in a redis-server of its own, so a run never touches
- * what tests or other people use. Every loop is bounded: S seconds of load
- * and faults, each client's own deadline, then the drain deadline.
+ * --database says otherwise: its tables are truncated) and a redis-server of
+ * its own, so a run never touches what tests or other people use. The
+ * database is on the server of DATABASE_URL, or, when Postgres is to be
+ * restarted, on a private Postgres cluster the run starts and deletes (the
+ * machine's server is never stopped). Every loop is bounded: S seconds of
+ * load and faults, each client's own deadline, then the drain deadline.
  */
+
+const USAGE = `Usage: npm run chaos -- [options]
+
+  --payments N               payment operations (default 300)
+  --seconds S                they start evenly over S seconds, faults meanwhile (default 30)
+  --concurrency N            operations in flight at most (default 64)
+  --clients N                merchants, each with its API key (default 8)
+  --seed N                   the workload and fault draws (default: random, printed)
+  --database NAME            the run's database, truncated first; must contain "chaos" (default payments_chaos)
+  --drain-seconds S          after the load, how long payments may take to become terminal (default 120)
+  --failure-rate R           share of provider calls the mock provider answers 503 without acting (default 0.3)
+  --postgres-restarts N      stop and start Postgres N times during the load, fast and immediate shutdowns in turn;
+                             the database then lives on a private cluster (Debian's server binaries) (default 0)
+  --postgres-down-seconds S  how long Postgres stays down each time (default 3)
+  --examples N               examples kept per kind of violation (default 5)
+  --help                     this text
+
+Prints one JSON line; exit 0: no violation, 1: a violation, 2: the run could not be made.
+`;
 
 interface ChaosOptions {
   payments: number;
@@ -41,6 +64,8 @@ interface ChaosOptions {
   database: string;
   drainSeconds: number;
   failureRate: string;
+  postgresRestarts: number;
+  postgresDownSeconds: number;
   examples: number;
 }
 
@@ -66,10 +91,13 @@ const SERVICE_KNOBS = {
   RECONCILE_CONCURRENCY: '16',
 };
 
+/** After Postgres is back, how long the APIs may take to be ready again before the outage counts as not recovered. */
+const POSTGRES_RECOVERY_DEADLINE_MS = 30_000;
+
 /** How the clients behave: what a careful integration does. */
 const CLIENT_POLICY = { timeoutMs: 3_000, maxAttempts: 40, deadlineMs: 60_000, backoffBaseMs: 100, backoffCapMs: 2_000 };
 
-function parseOptions(argv: string[]): ChaosOptions {
+function parseOptions(argv: string[]): ChaosOptions | 'help' {
   const { values } = parseArgs({
     args: argv,
     strict: true,
@@ -81,10 +109,14 @@ function parseOptions(argv: string[]): ChaosOptions {
       seed: { type: 'string' },
       database: { type: 'string', default: 'payments_chaos' },
       'drain-seconds': { type: 'string', default: '120' },
-      'failure-rate': { type: 'string', default: '0.1' },
+      'failure-rate': { type: 'string', default: '0.3' },
+      'postgres-restarts': { type: 'string', default: '0' },
+      'postgres-down-seconds': { type: 'string', default: '3' },
       examples: { type: 'string', default: '5' },
+      help: { type: 'boolean', default: false },
     },
   });
+  if (values.help) return 'help';
   const int = (flag: string, value: string, min: number, max: number) => {
     const n = Number(value);
     if (!/^\d+$/.test(value) || n < min || n > max) throw new Error(`--${flag} must be an integer from ${min} to ${max}`);
@@ -102,6 +134,8 @@ function parseOptions(argv: string[]): ChaosOptions {
     database: values.database,
     drainSeconds: int('drain-seconds', values['drain-seconds'], 1, 3_600),
     failureRate: values['failure-rate'],
+    postgresRestarts: int('postgres-restarts', values['postgres-restarts'], 0, 100),
+    postgresDownSeconds: int('postgres-down-seconds', values['postgres-down-seconds'], 1, 60),
     examples: int('examples', values.examples, 0, 100),
   };
 }
@@ -140,19 +174,29 @@ function progress(line: string): void {
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
+  if (options === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const base = loadConfigOrExit();
-  const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
   const startedAt = Date.now();
-  progress(`seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}`);
+  progress(
+    `seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}, ` +
+      `provider failure rate ${options.failureRate}, ${options.postgresRestarts} Postgres restarts`,
+  );
 
   let redis: PrivateRedis | undefined;
+  let postgres: PrivatePostgres | undefined;
   // The APIs, workers and provider leave with this process (their IPC
-  // channel closes); redis-server does not, so it is killed on the way out.
+  // channel closes); redis-server and Postgres do not, so they are killed on the way out.
   process.once('exit', () => {
     if (redis?.pid !== undefined) process.kill(redis.pid, 'SIGKILL');
+    postgres?.destroyNow();
   });
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 
+  if (options.postgresRestarts > 0) postgres = await startPrivatePostgres();
+  const databaseUrl = postgres ? postgres.urlFor(options.database) : databaseUrlNamed(base.databaseUrl, options.database);
   const { dataSource, clients } = await prepareDatabase(databaseUrl, options.clients);
   let fleet: Fleet | undefined;
   let provider: Awaited<ReturnType<typeof startProvider>> | undefined;
@@ -179,8 +223,11 @@ async function main(): Promise<number> {
       PROVIDER_URL: provider.url,
       PROVIDER_WEBHOOK_SECRET: secret,
     };
-    fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort });
-    progress(`stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}`);
+    fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort }, progress);
+    progress(
+      `stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}` +
+        (postgres ? `, postgres on port ${postgres.port}` : ''),
+    );
 
     const durationMs = options.seconds * 1_000;
     const stopFaults = new AbortController();
@@ -192,9 +239,16 @@ async function main(): Promise<number> {
         crashEveryMs: Math.min(15_000, Math.max(2_000, durationMs / 8)),
         downMs: 1_000,
         flushAtMs: durationMs / 2,
+        postgres: postgres && {
+          server: postgres,
+          restarts: options.postgresRestarts,
+          downMs: options.postgresDownSeconds * 1_000,
+          recoveryDeadlineMs: POSTGRES_RECOVERY_DEADLINE_MS,
+        },
       },
       mulberry32(options.seed + 1),
       stopFaults.signal,
+      progress,
     );
     const operations = planOperations(options.payments, clients, mulberry32(options.seed));
     let finished = 0;
@@ -207,13 +261,21 @@ async function main(): Promise<number> {
     );
     clearInterval(report);
     stopFaults.abort();
-    const faultCounts = await faults;
+    const { counts: faultCounts, outages } = await faults;
     progress(`load done in ${Date.now() - startedAt} ms; faults stopped (${JSON.stringify(faultCounts)}); draining`);
 
     await waitUntilNonePending(dataSource, options.drainSeconds * 1_000, 250);
     const audit = await runAudit(loadConfig(env), { maxExamples: options.examples, graceMs: 5_000 });
     const { payments, keys } = await readFinalState(dataSource);
-    const verdict = judge({ exchanges, payments, keys, audit, maxExamples: options.examples });
+    const verdict = judge({
+      exchanges,
+      payments,
+      keys,
+      audit,
+      outages,
+      unexpectedExits: fleet.unexpectedExits,
+      maxExamples: options.examples,
+    });
     const line = { ...verdict, faults: faultCounts, seed: options.seed, seconds: Math.round((Date.now() - startedAt) / 1_000) };
     process.stdout.write(`${JSON.stringify(line)}\n`);
     return verdict.ok ? 0 : 1;
@@ -222,6 +284,7 @@ async function main(): Promise<number> {
     await provider?.stop();
     await redis?.kill();
     await dataSource.destroy();
+    await postgres?.destroy();
   }
 }
 

@@ -2,14 +2,24 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 
 const CHAOS = join(__dirname, '..', 'dist', 'scripts', 'chaos.js');
-/** The short run: a few hundred payments, well under two minutes with its drain. */
-const ARGS = ['--payments', '300', '--seconds', '30', '--drain-seconds', '40', '--database', 'payments_chaos_e2e'];
-const RUN_TIMEOUT_MS = 115_000;
+/** The short run: a few hundred payments, about a minute with its drain, two Postgres restarts. */
+const ARGS = [
+  ['--payments', '300'],
+  ['--seconds', '30'],
+  ['--drain-seconds', '40'],
+  ['--database', 'payments_chaos_e2e'],
+  ['--failure-rate', '0.3'],
+  ['--postgres-restarts', '2'],
+  ['--postgres-down-seconds', '3'],
+].flat();
+/** Generous for a busy machine: the run is bounded by its load, its faults and its drain. */
+const RUN_TIMEOUT_MS = 170_000;
 
 /**
  * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
- * two workers and the provider, crashes and a Redis flush under retrying
- * clients, then the audit. Its own database and redis-server: nothing here
+ * two workers and the provider failing 30 % of its calls, crashes, a Redis
+ * flush and a fast and an immediate Postgres restart under retrying clients,
+ * then the audit. Its own redis-server and Postgres cluster: nothing here
  * touches what the other e2e files use.
  */
 describe('npm run chaos (short)', () => {
@@ -29,6 +39,7 @@ describe('npm run chaos (short)', () => {
       const summary = JSON.parse(lines[0]) as Record<string, unknown> & {
         faults: Record<string, number>;
         answers: Record<string, number>;
+        postgres_outages: { count: number; answers: Record<string, number> };
       };
       expect(summary).toMatchObject({
         ok: true,
@@ -36,7 +47,15 @@ describe('npm run chaos (short)', () => {
         orphan_charges: 0,
         lost: 0,
         non_terminal: 0,
-        violations: { contradicted: 0, reuse_not_refused: 0, server_errors: 0, audit: 0 },
+        violations: {
+          contradicted: 0,
+          reuse_not_refused: 0,
+          server_errors: 0,
+          audit: 0,
+          hangs: 0,
+          not_recovered: 0,
+          unexpected_exits: 0,
+        },
       });
       // Enough happened for the zeros to mean something.
       expect(summary.payments).toBeGreaterThanOrEqual(280);
@@ -46,7 +65,13 @@ describe('npm run chaos (short)', () => {
       expect(summary.faults.api_kills).toBeGreaterThanOrEqual(1);
       expect(summary.faults.worker_kills).toBeGreaterThanOrEqual(1);
       expect(summary.faults.redis_flushes).toBe(1);
+      expect(summary.faults).toMatchObject({ postgres_restarts_fast: 1, postgres_restarts_immediate: 1 });
       expect(summary.answers['422 idempotency_key_reused']).toBeGreaterThan(0);
+      // The provider's injected failures reached the clients once retries and the breaker ran out.
+      expect(summary.answers['503 provider_unavailable']).toBeGreaterThan(0);
+      // While Postgres was down, the clients were told so.
+      expect(summary.postgres_outages.count).toBe(2);
+      expect(summary.postgres_outages.answers['503 service_unavailable']).toBeGreaterThan(0);
     },
     RUN_TIMEOUT_MS + 5_000,
   );

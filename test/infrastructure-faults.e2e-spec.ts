@@ -11,7 +11,7 @@ import { ensureDatabase } from '../src/database/ensure-database';
 import { createDataSource } from '../src/database/data-source';
 import { migrate } from '../src/database/migrate';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
-import { type PrivatePostgres, startPrivatePostgres } from './support/private-postgres';
+import { type PrivatePostgres, startPrivatePostgres } from '../scripts/lib/private-postgres';
 import { eventually } from './support/eventually';
 import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 

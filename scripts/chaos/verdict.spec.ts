@@ -1,6 +1,6 @@
 import { type AuditReport, type Example, VIOLATION_KINDS } from '../lib/ledger-audit';
 import type { HttpReply, Reply } from '../lib/payment-client';
-import { type Exchange, type FinalPayment, type KeyRow, judge } from './verdict';
+import { type Exchange, type FinalPayment, type KeyRow, type Outage, judge } from './verdict';
 
 function cleanAudit(overrides: Partial<Record<(typeof VIOLATION_KINDS)[number], number>> = {}): AuditReport {
   const violations = Object.fromEntries(
@@ -18,17 +18,26 @@ function cleanAudit(overrides: Partial<Record<(typeof VIOLATION_KINDS)[number], 
   };
 }
 
-const http = (status: number, facts: Partial<HttpReply> = {}): Reply => ({ kind: 'http', status, replayed: false, ms: 5, ...facts });
+const http = (status: number, facts: Partial<HttpReply> = {}): Reply => ({
+  kind: 'http',
+  status,
+  replayed: false,
+  at: 0,
+  ms: 5,
+  ...facts,
+});
 const created = (paymentId: string) => http(201, { paymentId, paymentStatus: 'succeeded' });
-const lostReply: Reply = { kind: 'network', error: 'ECONNRESET', ms: 5 };
+const lostReply: Reply = { kind: 'network', error: 'ECONNRESET', at: 0, ms: 5 };
+const timedOut = (at: number): Reply => ({ kind: 'network', error: 'TimeoutError', at, ms: 3_000 });
 
 function sut(
   exchanges: Exchange[],
   payments: FinalPayment[],
   keys: KeyRow[],
   audit: AuditReport = cleanAudit(),
+  outages: Outage[] = [],
 ) {
-  return judge({ exchanges, payments, keys, audit, maxExamples: 2 });
+  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, maxExamples: 2 });
 }
 
 const exchange = (key: string, replies: Reply[], reuse = false): Exchange => ({ clientId: 'c1', key, replies, reuse });
@@ -74,7 +83,16 @@ describe('judge', () => {
         '409 order_already_paid': 1,
         '422 idempotency_key_reused': 1,
       },
-      violations: { contradicted: 0, reuse_not_refused: 0, server_errors: 0, audit: 0 },
+      postgres_outages: { count: 0, down_ms: 0, max_recovery_ms: 0, requests: 0, answers: {} },
+      violations: {
+        contradicted: 0,
+        reuse_not_refused: 0,
+        server_errors: 0,
+        audit: 0,
+        hangs: 0,
+        not_recovered: 0,
+        unexpected_exits: 0,
+      },
     });
   });
 
@@ -136,6 +154,18 @@ describe('judge', () => {
     expect(verdict.examples?.contradicted).toEqual([{ key: 'k1', payment_id: 'pay_1', told: 'succeeded', ledger: 'failed' }]);
   });
 
+  it.each(['succeeded', 'failed'] as const)(
+    'accepts a payment told requires_review that a provider event or re-check later made %s: review is not an end',
+    (status) => {
+      const verdict = sut(
+        [exchange('k1', [http(202, { paymentId: 'pay_1', paymentStatus: 'requires_review' })])],
+        [{ id: 'pay_1', status, msToTerminal: 1 }],
+        [{ clientId: 'c1', key: 'k1', paymentId: 'pay_1' }],
+      );
+      expect(verdict.violations.contradicted).toBe(0);
+    },
+  );
+
   it('flags a key whose row points at another payment than the one it named', () => {
     const verdict = sut([exchange('k1', [created('pay_1')])], [paid('pay_1'), paid('pay_9')], [
       { clientId: 'c1', key: 'k1', paymentId: 'pay_9' },
@@ -155,5 +185,65 @@ describe('judge', () => {
   it('counts 500s as server errors', () => {
     const verdict = sut([exchange('k1', [http(500, { code: 'internal_error' })])], [], []);
     expect(verdict).toMatchObject({ ok: false, violations: { server_errors: 1 } });
+  });
+
+  it('fails a run in which a process exited without being killed', () => {
+    const verdict = judge({ exchanges: [], payments: [], keys: [], audit: cleanAudit(), outages: [], unexpectedExits: 1, maxExamples: 2 });
+    expect(verdict).toMatchObject({ ok: false, violations: { unexpected_exits: 1 } });
+  });
+
+  describe('Postgres outages', () => {
+    const outage: Outage = { fromMs: 10_000, toMs: 13_000, recoveryMs: 400 };
+    const unavailable = (at: number) => http(503, { code: 'service_unavailable', at, ms: 4 });
+
+    it('counts the answers of requests in flight at any time of an outage, and only those', () => {
+      const verdict = sut(
+        [
+          exchange('k1', [
+            http(201, { paymentId: 'pay_1', paymentStatus: 'succeeded', at: 9_990, ms: 20 }),
+            unavailable(11_000),
+          ]),
+          exchange('k2', [unavailable(12_999), http(409, { code: 'idempotency_key_in_use', at: 13_001 }), created('pay_2')]),
+        ],
+        [paid('pay_1'), paid('pay_2')],
+        [
+          { clientId: 'c1', key: 'k1', paymentId: 'pay_1' },
+          { clientId: 'c1', key: 'k2', paymentId: 'pay_2' },
+        ],
+        cleanAudit(),
+        [outage, { fromMs: 20_000, toMs: 21_500, recoveryMs: 900 }],
+      );
+
+      expect(verdict.postgres_outages).toEqual({
+        count: 2,
+        down_ms: 4_500,
+        max_recovery_ms: 900,
+        requests: 3,
+        answers: { '201': 1, '503 service_unavailable': 2 },
+      });
+      expect(verdict.ok).toBe(true);
+    });
+
+    it('counts a client timeout of a request sent while Postgres was down as a hang, and no other', () => {
+      const verdict = sut(
+        [exchange('k1', [timedOut(9_000), timedOut(12_000), timedOut(30_000)])],
+        [],
+        [],
+        cleanAudit(),
+        [outage],
+      );
+
+      expect(verdict).toMatchObject({
+        ok: false,
+        violations: { hangs: 1 },
+        postgres_outages: { requests: 2, answers: { 'network TimeoutError': 2 } },
+      });
+      expect(verdict.examples?.hangs).toEqual([{ key: 'k1', sent_at: new Date(12_000).toISOString() }]);
+    });
+
+    it('fails an outage after which the APIs were never ready again', () => {
+      const verdict = sut([], [], [], cleanAudit(), [outage, { ...outage, recoveryMs: null }]);
+      expect(verdict).toMatchObject({ ok: false, violations: { not_recovered: 1 }, postgres_outages: { max_recovery_ms: 400 } });
+    });
   });
 });

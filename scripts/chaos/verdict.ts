@@ -30,11 +30,22 @@ export interface KeyRow {
   paymentId: string;
 }
 
+/** One time Postgres was down: from the stop until it accepted connections again (epoch ms). */
+export interface Outage {
+  fromMs: number;
+  toMs: number;
+  /** From the server back to every API ready again; null when they were not within the run's deadline. */
+  recoveryMs: number | null;
+}
+
 interface VerdictInput {
   exchanges: readonly Exchange[];
   payments: readonly FinalPayment[];
   keys: readonly KeyRow[];
   audit: AuditReport;
+  outages: readonly Outage[];
+  /** APIs and workers that exited without being killed: no fault may bring one down. */
+  unexpectedExits: number;
   maxExamples: number;
 }
 
@@ -55,6 +66,14 @@ interface Verdict {
   by_status: Record<PaymentStatus, number>;
   /** Answers the clients received, by status (and error code), and network failures by cause. */
   answers: Record<string, number>;
+  /** What the clients saw while Postgres was down: the requests in flight at any time of an outage. */
+  postgres_outages: {
+    count: number;
+    down_ms: number;
+    max_recovery_ms: number;
+    requests: number;
+    answers: Record<string, number>;
+  };
   /** Further checks, zero when all is well. */
   violations: {
     /** A final answer the ledger disagrees with, or a key that maps to another payment than the one it named. */
@@ -65,17 +84,40 @@ interface Verdict {
     server_errors: number;
     /** Violations of the ledger audit, by kind (double and orphan charges are counted above too). */
     audit: number;
+    /**
+     * Requests sent while Postgres was down that got no answer within the
+     * client's timeout: a 503 takes milliseconds. (Requests already in flight
+     * when it stopped may be slow for other reasons, in the provider's call
+     * on a busy machine: their answers are counted under postgres_outages.)
+     */
+    hangs: number;
+    /** Postgres outages after which the APIs were not ready again within the deadline. */
+    not_recovered: number;
+    /** APIs and workers that exited on their own (their last lines are in the progress log). */
+    unexpected_exits: number;
   };
   examples?: Record<string, Example[]>;
 }
 
-/** The status the ledger must hold for a payment the client was given a final answer about. */
-function statusPromised(reply: HttpReply): PaymentStatus | undefined {
-  if (reply.status === 201) return 'succeeded';
-  if (reply.status === 402) return 'failed';
-  if (reply.status === 202 && reply.paymentStatus === 'requires_review') return 'requires_review';
+/**
+ * What a final answer promised: the status it told, and the statuses the
+ * ledger may hold for that payment afterwards. succeeded and failed never
+ * change; review is not an end (a provider event or a re-check may settle it).
+ */
+function statusPromised(reply: HttpReply): { told: PaymentStatus; allowed: readonly PaymentStatus[] } | undefined {
+  if (reply.status === 201) return { told: 'succeeded', allowed: ['succeeded'] };
+  if (reply.status === 402) return { told: 'failed', allowed: ['failed'] };
+  if (reply.status === 202 && reply.paymentStatus === 'requires_review') {
+    return { told: 'requires_review', allowed: ['requires_review', 'succeeded', 'failed'] };
+  }
   return undefined;
 }
+
+function label(reply: Reply): string {
+  return reply.kind === 'http' ? `${reply.status}${reply.code ? ` ${reply.code}` : ''}` : `network ${reply.error}`;
+}
+
+const CLIENT_TIMEOUT = 'network TimeoutError';
 
 /** 201, 402 and 202 name a payment that exists: the API committed it before answering. */
 function namesPayment(reply: Reply): reply is HttpReply & { paymentId: string } {
@@ -92,7 +134,12 @@ export function judge(input: VerdictInput): Verdict {
   const paymentById = new Map(input.payments.map((payment) => [payment.id, payment]));
   const keyRow = new Map(input.keys.map((row) => [`${row.clientId}/${row.key}`, row]));
   const answers: Record<string, number> = {};
+  const outageAnswers: Record<string, number> = {};
+  const duringOutage = (reply: Reply) => input.outages.some((o) => reply.at <= o.toMs && reply.at + reply.ms >= o.fromMs);
+  const sentWhileDown = (reply: Reply) => input.outages.some((o) => reply.at >= o.fromMs && reply.at <= o.toMs);
   let requests = 0;
+  let outageRequests = 0;
+  let hangs = 0;
   let lost = 0;
   let contradicted = 0;
   let reuseNotRefused = 0;
@@ -102,9 +149,17 @@ export function judge(input: VerdictInput): Verdict {
   for (const exchange of input.exchanges) {
     requests += exchange.replies.length;
     for (const reply of exchange.replies) {
-      const label = reply.kind === 'http' ? `${reply.status}${reply.code ? ` ${reply.code}` : ''}` : `network ${reply.error}`;
-      answers[label] = (answers[label] ?? 0) + 1;
+      const answer = label(reply);
+      answers[answer] = (answers[answer] ?? 0) + 1;
       if (reply.kind === 'http' && reply.status === 500) serverErrors++;
+      if (duringOutage(reply)) {
+        outageRequests++;
+        outageAnswers[answer] = (outageAnswers[answer] ?? 0) + 1;
+        if (answer === CLIENT_TIMEOUT && sentWhileDown(reply)) {
+          hangs++;
+          note('hangs', { key: exchange.key, sent_at: new Date(reply.at).toISOString() });
+        }
+      }
     }
     const last = exchange.replies.at(-1);
     if (exchange.reuse) {
@@ -141,9 +196,9 @@ export function judge(input: VerdictInput): Verdict {
     const final = last?.kind === 'http' ? last : undefined;
     const promised = final && statusPromised(final);
     const actual = final?.paymentId ? paymentById.get(final.paymentId)?.status : undefined;
-    if (promised && actual && promised !== actual) {
+    if (promised && actual && !promised.allowed.includes(actual)) {
       contradicted++;
-      note('contradicted', { key: exchange.key, payment_id: final!.paymentId!, told: promised, ledger: actual });
+      note('contradicted', { key: exchange.key, payment_id: final!.paymentId!, told: promised.told, ledger: actual });
     }
   }
 
@@ -160,7 +215,15 @@ export function judge(input: VerdictInput): Verdict {
   }
   const auditViolations = Object.values(audited).reduce((sum, found) => sum + found.count, 0);
   const doubleCharges = audited.double_charge.count + audited.order_charged_twice.count + keysChargedTwice;
-  const violations = { contradicted, reuse_not_refused: reuseNotRefused, server_errors: serverErrors, audit: auditViolations };
+  const violations = {
+    contradicted,
+    reuse_not_refused: reuseNotRefused,
+    server_errors: serverErrors,
+    audit: auditViolations,
+    hangs,
+    not_recovered: input.outages.filter((outage) => outage.recoveryMs === null).length,
+    unexpected_exits: input.unexpectedExits,
+  };
   const verdict: Verdict = {
     requests,
     payments: input.payments.length,
@@ -180,6 +243,13 @@ export function judge(input: VerdictInput): Verdict {
       Object.values(violations).every((count) => count === 0),
     by_status: byStatus,
     answers,
+    postgres_outages: {
+      count: input.outages.length,
+      down_ms: input.outages.reduce((sum, outage) => sum + outage.toMs - outage.fromMs, 0),
+      max_recovery_ms: Math.max(0, ...input.outages.map((outage) => outage.recoveryMs ?? 0)),
+      requests: outageRequests,
+      answers: outageAnswers,
+    },
     violations,
   };
   if (Object.keys(examples).length > 0) verdict.examples = examples;

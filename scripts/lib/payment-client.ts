@@ -11,7 +11,7 @@ import type { Random } from './random';
  * infrastructure-fault tests.
  */
 
-/** One answer, or the lack of one, as the client saw it. */
+/** One answer, or the lack of one, as the client saw it; `at` is when it was sent (epoch ms), `ms` how long it took. */
 export type Reply =
   | {
       kind: 'http';
@@ -22,9 +22,10 @@ export type Reply =
       paymentId?: string;
       paymentStatus?: string;
       replayed: boolean;
+      at: number;
       ms: number;
     }
-  | { kind: 'network'; error: string; ms: number };
+  | { kind: 'network'; error: string; at: number; ms: number };
 
 export type HttpReply = Extract<Reply, { kind: 'http' }>;
 
@@ -95,9 +96,16 @@ export async function postOnce(url: string, request: PayRequest, timeoutMs: numb
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
-    return { kind: 'http', status: response.status, ...describeBody(text), replayed: response.headers.get('idempotent-replayed') === 'true', ms: Date.now() - started };
+    return {
+      kind: 'http',
+      status: response.status,
+      ...describeBody(text),
+      replayed: response.headers.get('idempotent-replayed') === 'true',
+      at: started,
+      ms: Date.now() - started,
+    };
   } catch (error) {
-    return { kind: 'network', error: errorName(error), ms: Date.now() - started };
+    return { kind: 'network', error: errorName(error), at: started, ms: Date.now() - started };
   }
 }
 

@@ -285,7 +285,8 @@ function parseJsonObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
-async function isHealthy(url: string): Promise<boolean> {
+/** Whether GET `url` answers 200 within a second. */
+export async function isHealthy(url: string): Promise<boolean> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
     await response.body?.cancel();

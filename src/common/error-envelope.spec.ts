@@ -7,6 +7,12 @@ describe('fromInfrastructureError', () => {
     ['a refused connection', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
     ['a terminated backend', { message: 'terminating connection due to administrator command', driverError: { code: '57P01' } }],
     ['a dropped socket', new Error('Connection terminated unexpectedly')],
+    [
+      'a query on a connection terminated as the pool handed it out',
+      Object.assign(new Error('Client has encountered a connection error and is not queryable'), {
+        driverError: new Error('Client has encountered a connection error and is not queryable'),
+      }),
+    ],
     ['a statement in a transaction whose connection the server dropped', new QueryRunnerProviderAlreadyReleasedError()],
     ['the COMMIT of a transaction whose connection the server dropped', new QueryRunnerAlreadyReleasedError()],
   ])('answers 503 service_unavailable with Retry-After for %s', (_case, error) => {

@@ -167,7 +167,9 @@ export function fromInfrastructureError(error: unknown): TransportError | undefi
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
   if (
     (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) ||
-    /Connection terminated|timeout exceeded when trying to connect/i.test(message) ||
+    // pg's words for a connection that died before or between queries
+    // (a backend terminated as it was handed out): the query is never sent.
+    /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(message) ||
     // TypeORM releases a transaction's connection when the server drops it
     // (a restart, a terminated backend); the transaction's next statement, or
     // its COMMIT, then fails with one of these instead of the socket error.

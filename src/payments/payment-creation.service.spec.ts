@@ -257,6 +257,22 @@ describe('PaymentCreationService.create', () => {
     expect(dataSource.transaction).not.toHaveBeenCalled();
   });
 
+  it('while the circuit is open, replays a payment decided between the key read and the payment read', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
+    const stored = { status: 201, body: '{"id":"pay_old"}' };
+    // The first read of the key takes no lock: the worker completes key and payment in one commit just after it.
+    keys.find = jest
+      .fn()
+      .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old' }))
+      .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old', response: stored }));
+    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'succeeded' }));
+
+    const reply = await sut.create(command);
+
+    expect(reply).toEqual({ ...stored, headers: { 'Idempotent-Replayed': 'true' } });
+  });
+
   it('answers a retry of a payment in review with 202 and the payment as it is, and leaves it alone', async () => {
     const { sut, keys, payments, command } = setup();
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));

@@ -138,7 +138,11 @@ export class PaymentCreationService {
           if (waitMs > 0) {
             // A charge may exist for this payment, so "no charge was attempted"
             // (503) would be false: the client learns the payment as it is.
-            const payment = await this.ledger.undecidedPayment(verdict.paymentId);
+            // No lease is taken, so the payment may have been decided since
+            // the key was read: its key then holds the answer, and the next
+            // round replays it.
+            const payment = await this.payments.findById(db, verdict.paymentId);
+            if (payment?.status !== 'pending' && payment?.status !== 'requires_review') break;
             return { kind: 'accepted', payment, retryAfterSeconds: Math.ceil(waitMs / 1000) };
           }
           const askedAt = performance.now();
