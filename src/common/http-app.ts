@@ -15,7 +15,7 @@ import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ANSWER_HEADERS } from './http-reply';
-import { keepJsonBytes, parsedBodyProblem } from './json-body';
+import { parsedBodyProblem } from './json-body';
 import { requestForLog } from './log-safety';
 import { keepRawBody } from './raw-body';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
@@ -81,10 +81,7 @@ export function configureHttpApp(app: INestApplication): void {
       limit: BODY_LIMIT,
       strict: false,
       type: 'application/json',
-      verify: (request, response, bytes, charset) => {
-        keepRawBody(request, response, bytes);
-        keepJsonBytes(request, bytes, charset);
-      },
+      verify: keepRawBody,
     }),
   );
   // Answered here, before any route or the request logger has run, so that a

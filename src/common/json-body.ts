@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { rawBodyOf } from './raw-body';
 
 type BodyProblem = { param: string; message: string };
 
@@ -115,32 +116,13 @@ function keyOrIndex(container: Container): string {
   return container.keys ? (container.key ?? '') : String(container.index);
 }
 
-const JSON_BYTES = Symbol('jsonBytes');
-
-type WithJsonBytes = IncomingMessage & { [JSON_BYTES]?: Buffer };
-
-/**
- * The JSON body parser's `verify` hook, run before it parses: refuses a
- * charset other than UTF-8 (RFC 8259 8.1: JSON between systems is UTF-8; the
- * duplicate-key pass reads UTF-8), and keeps the bytes for
- * parsedBodyProblem, which runs once the parser has accepted them.
- */
-export function keepJsonBytes(request: IncomingMessage, bytes: Buffer, charset: string): void {
-  if (charset !== 'utf-8') {
-    throw Object.assign(new Error(`unsupported charset "${charset}"`), { status: 415, type: 'charset.unsupported' });
-  }
-  (request as WithJsonBytes)[JSON_BYTES] = bytes;
-}
-
 /**
  * What is wrong with a body the parser accepted: what bodyProblem finds (so
- * nesting is capped before a path is built), then a key given twice. Lets go
- * of the bytes keepJsonBytes kept.
+ * nesting is capped before a path is built), then a key given twice in the
+ * bytes keepRawBody kept.
  */
 export function parsedBodyProblem(request: IncomingMessage & { body?: unknown }): BodyProblem | undefined {
-  const bytes = (request as WithJsonBytes)[JSON_BYTES];
-  // Assigned rather than deleted: a delete would turn the request into a slow dictionary object.
-  (request as WithJsonBytes)[JSON_BYTES] = undefined;
+  const bytes = rawBodyOf(request);
   const problem = request.body === undefined ? undefined : bodyProblem(request.body);
   if (problem || bytes === undefined) return problem;
   const duplicate = duplicateKey(bytes.toString('utf8'));
