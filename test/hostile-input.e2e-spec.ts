@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { type IncomingHttpHeaders, request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
 import request from 'supertest';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
+import { parseRaw, sendRaw } from './support/raw-http';
 
 /** What supertest cannot send: a header repeated (an array value is sent as one line per item). */
 function sendWithHeaders(
@@ -22,28 +22,6 @@ function sendWithHeaders(
     req.on('error', reject);
     req.end(body);
   });
-}
-
-/** Bytes no HTTP client would send, and the raw answer up to the server's close. */
-function sendRaw(url: string, bytes: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.end(bytes));
-    let answer = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (answer += chunk));
-    socket.on('close', () => resolve(answer));
-    socket.on('error', reject);
-  });
-}
-
-function parseRaw(answer: string): { status: number; headers: Record<string, string>; body: unknown } {
-  const [head, body] = answer.split('\r\n\r\n');
-  const [statusLine, ...lines] = head.split('\r\n');
-  const headers = Object.fromEntries(
-    lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
-  );
-  return { status: Number(statusLine.split(' ')[1]), headers, body: JSON.parse(body) };
 }
 
 /**

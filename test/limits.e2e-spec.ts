@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { connect } from 'node:net';
 import request from 'supertest';
 import { useInProcessStack } from './support/in-process-app';
+import { sendRaw } from './support/raw-http';
 
 /**
  * What one client, or someone without a key, may cost the service: failed
@@ -10,31 +10,11 @@ import { useInProcessStack } from './support/in-process-app';
  * connection is a 503 rather than a wait without end.
  */
 
+// A stack per test starts a provider and an API: seconds on a loaded machine.
+jest.setTimeout(30_000);
+
 const UNKNOWN_KEY = `sk_${'A'.repeat(43)}`;
 const payment = { amount: 500, currency: 'USD', payment_method: 'pm_card_ok' };
-
-/**
- * Sends `text` on a raw connection and never anything more; resolves with
- * everything the server wrote once it closes the connection, or rejects if
- * it has not within `withinMs`.
- */
-function sendAndWaitForClose(url: string, text: string, withinMs: number): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.write(text));
-    let received = '';
-    const deadline = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`the server kept the connection open for more than ${withinMs} ms; it wrote: ${received}`));
-    }, withinMs);
-    socket.on('data', (chunk) => (received += chunk.toString('latin1')));
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      clearTimeout(deadline);
-      resolve(received);
-    });
-  });
-}
 
 /** The head of a POST /v1/payments announcing a body of `length` bytes. */
 function postHead(apiKey: string, length: number): string {
@@ -69,7 +49,7 @@ describe('failed authentications', () => {
   });
 
   it('are refused before the body is read, and the connection closed', async () => {
-    const reply = await sendAndWaitForClose(stack.url, `${postHead(UNKNOWN_KEY, 60_000)}{"amount":`, 5_000);
+    const reply = await sendRaw(stack.url, `${postHead(UNKNOWN_KEY, 60_000)}{"amount":`, { endWrites: false, withinMs: 5_000 });
 
     expect(reply).toMatch(/^HTTP\/1\.1 401 /);
     expect(reply).toMatch(/\r\nconnection: close\r\n/i);
@@ -88,7 +68,7 @@ describe('a slow body', () => {
 
   it('is cut off at HTTP_REQUEST_TIMEOUT_MS, and nothing is written', async () => {
     const started = Date.now();
-    const reply = await sendAndWaitForClose(stack.url, `${postHead(stack.apiKey, 100)}{"amount":`, 8_000);
+    const reply = await sendRaw(stack.url, `${postHead(stack.apiKey, 100)}{"amount":`, { endWrites: false, withinMs: 8_000 });
 
     expect(reply).toMatch(/^HTTP\/1\.1 408 /);
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
