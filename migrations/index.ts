@@ -2,6 +2,7 @@ import { InitialSchema1795942800000 } from './1795942800000-InitialSchema';
 import { KeyRetentionFromAnswer1796000000000 } from './1796000000000-KeyRetentionFromAnswer';
 import { ReviewIsAState1796100000000 } from './1796100000000-ReviewIsAState';
 import { ProviderEvents1796200000000 } from './1796200000000-ProviderEvents';
+import { MerchantEvents1796300000000 } from './1796300000000-MerchantEvents';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -9,4 +10,5 @@ export const migrations = [
   KeyRetentionFromAnswer1796000000000,
   ReviewIsAState1796100000000,
   ProviderEvents1796200000000,
+  MerchantEvents1796300000000,
 ];

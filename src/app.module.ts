@@ -5,6 +5,7 @@ import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
+import { MerchantEventsModule } from './merchant-events/merchant-events.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
 import { ProviderEventsModule } from './provider-events/provider-events.module';
@@ -21,6 +22,7 @@ export class AppModule {
         CrashPointModule,
         DatabaseModule,
         PaymentsModule,
+        MerchantEventsModule,
         ProviderEventsModule,
         HealthModule,
         MetricsModule.servedOn((config) => config.metrics.apiPort),

@@ -5,6 +5,7 @@ import type { CrashPointName } from '../src/config/app-config';
 import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { Ledger } from '../src/ledger/ledger.service';
+import { EventsRepository } from '../src/merchant-events/events.repository';
 import { PaymentsRepository } from '../src/payments/payments.repository';
 import { eventually } from './support/eventually';
 import { type Reply, crashPointReached, logged, useProcessStack } from './support/process-stack';
@@ -26,7 +27,7 @@ jest.setTimeout(30_000);
  */
 const PROVIDER_LATENCY_MS = '300';
 
-type ApiCrashPoint = Exclude<CrashPointName, 'worker_mid_job'>;
+type ApiCrashPoint = Exclude<CrashPointName, 'worker_mid_job' | 'worker_mid_delivery'>;
 
 /** Where each point leaves the provider: whether it holds the charge by the time recovery starts. */
 const API_CRASH_POINTS: [ApiCrashPoint, { charged: boolean }][] = [
@@ -207,7 +208,7 @@ describe('API and worker processes that die, stall or are stopped', () => {
         await eventually(async () => ((await keys.takeOverLease(stack.db.manager, decider, paymentId, 30_000)) ? true : undefined), {
           what: 'the stalled request’s lease to expire',
         });
-        const ledger = new Ledger(stack.db, keys, new PaymentsRepository(), testConfig());
+        const ledger = new Ledger(stack.db, keys, new PaymentsRepository(), new EventsRepository(), testConfig());
         const decided = await ledger.recordOutcome(decider, paymentId, {
           status: 'failed',
           providerChargeId: null,

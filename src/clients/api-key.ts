@@ -7,6 +7,14 @@ export function generateApiKey(): string {
   return `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
 }
 
+/**
+ * A Standard Webhooks signing secret: `whsec_` and the base64 of 24 random
+ * bytes (192 bits, the size the specification's own tooling generates).
+ */
+export function generateWebhookSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
 /** What generateApiKey makes: the prefix and 43 base64url characters. */
 const API_KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 

@@ -5,16 +5,21 @@ import { createDataSource } from '../database/data-source';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
 
-/** `npm run client:create -- --name NAME`: prints {"id","name","api_key"} on one line. */
+/**
+ * `npm run client:create -- --name NAME [--webhook-url URL]`: prints
+ * {"id","name","api_key"} on one line, with "webhook_url" and "webhook_secret"
+ * when the client gets a webhook endpoint.
+ */
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { name: { type: 'string' } } });
+  const { values } = parseArgs({ options: { name: { type: 'string' }, 'webhook-url': { type: 'string' } } });
   if (!values.name) {
-    process.stderr.write('usage: npm run client:create -- --name NAME\n');
+    process.stderr.write('usage: npm run client:create -- --name NAME [--webhook-url URL]\n');
     process.exit(2);
   }
   const dataSource = await createDataSource(loadConfigOrExit()).initialize();
   try {
-    const client = await new ClientsService(new ClientsRepository(dataSource)).create(values.name);
+    const clients = new ClientsService(new ClientsRepository(dataSource));
+    const client = await clients.create(values.name, { webhookUrl: values['webhook-url'] });
     process.stdout.write(`${JSON.stringify(client)}\n`);
   } finally {
     await dataSource.destroy();

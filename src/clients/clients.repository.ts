@@ -7,11 +7,18 @@ import type { ApiClient } from './clients.table';
 export class ClientsRepository {
   constructor(private readonly dataSource: DataSource) {}
 
-  async create(name: string, apiKeyHash: string): Promise<ApiClient> {
+  /** The client and, when given one, its webhook endpoint: one statement, so one commit. */
+  async create(name: string, apiKeyHash: string, webhook?: { url: string; secret: string }): Promise<ApiClient> {
     const row = await queryRow<ApiClient>(
       this.dataSource.manager,
-      `INSERT INTO api_clients (name, api_key_hash) VALUES ($1, $2) RETURNING id, name`,
-      [name, apiKeyHash],
+      `WITH client AS (
+         INSERT INTO api_clients (name, api_key_hash) VALUES ($1, $2) RETURNING id, name
+       ), endpoint AS (
+         INSERT INTO webhook_endpoints (client_id, url, secret)
+         SELECT id, $3, $4 FROM client WHERE $3::text IS NOT NULL
+       )
+       SELECT id, name FROM client`,
+      [name, apiKeyHash, webhook?.url ?? null, webhook?.secret ?? null],
     );
     return row!;
   }

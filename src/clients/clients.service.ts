@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { generateApiKey, hashApiKey, isApiKeyShaped } from './api-key';
+import { generateApiKey, generateWebhookSecret, hashApiKey, isApiKeyShaped } from './api-key';
 import { unauthenticated } from './clients.errors';
 import { ClientsRepository } from './clients.repository';
 import type { ApiClient } from './clients.table';
@@ -9,14 +9,25 @@ import type { ApiClient } from './clients.table';
 export class ClientsService {
   constructor(private readonly clients: ClientsRepository) {}
 
-  /** Creates a client; the returned key is the only copy there will ever be. */
-  async create(name: string): Promise<ApiClient & { api_key: string }> {
+  /**
+   * Creates a client, and its webhook endpoint when given a URL, in one
+   * commit. The key and the webhook secret returned are the only copies the
+   * client will ever be shown.
+   */
+  async create(
+    name: string,
+    options: { webhookUrl?: string } = {},
+  ): Promise<ApiClient & { api_key: string; webhook_url?: string; webhook_secret?: string }> {
     if (name.length < 1 || name.length > 100) {
       throw new DomainError(ErrorCode.ParameterInvalid, 'name must be 1 to 100 characters', { param: 'name' });
     }
+    const webhook =
+      options.webhookUrl === undefined
+        ? undefined
+        : { url: checkedWebhookUrl(options.webhookUrl), secret: generateWebhookSecret() };
     const apiKey = generateApiKey();
-    const client = await this.clients.create(name, hashApiKey(apiKey));
-    return { ...client, api_key: apiKey };
+    const client = await this.clients.create(name, hashApiKey(apiKey), webhook);
+    return { ...client, api_key: apiKey, ...(webhook && { webhook_url: webhook.url, webhook_secret: webhook.secret }) };
   }
 
   /**
@@ -35,4 +46,19 @@ export class ClientsService {
     if (!client) throw unauthenticated();
     return client;
   }
+}
+
+/** An absolute http(s) URL the worker can POST to; the operator's typo is refused here, not at the first event. */
+function checkedWebhookUrl(candidate: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(candidate);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol) || candidate.length > 2048) {
+    const message = 'webhook URL must be an absolute http or https URL of at most 2048 characters';
+    throw new DomainError(ErrorCode.ParameterInvalid, message, { param: 'webhook_url' });
+  }
+  return url.href;
 }

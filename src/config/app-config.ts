@@ -111,7 +111,13 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const NODE_ENVS = ['development', 'production', 'test'] as const;
 
 /** The phase boundaries where CRASH_POINT stops a process (see common/crash-point.ts). */
-const CRASH_POINTS = ['after_claim', 'during_provider_call', 'before_outcome', 'worker_mid_job'] as const;
+const CRASH_POINTS = [
+  'after_claim',
+  'during_provider_call',
+  'before_outcome',
+  'worker_mid_job',
+  'worker_mid_delivery',
+] as const;
 export type CrashPointName = (typeof CRASH_POINTS)[number];
 /** SIGKILL crashes; SIGSTOP freezes the process until it is sent SIGCONT, as a long stall would. */
 const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
@@ -213,6 +219,24 @@ export function loadConfig(env: Env = process.env) {
       batchSize: r.int('KEY_PRUNE_BATCH_SIZE', 1_000, 1, 100_000),
       runBudgetMs: r.int('KEY_PRUNE_RUN_BUDGET_MS', 30_000, 1),
     },
+    /**
+     * Merchant webhooks: every dispatch interval the worker claims due
+     * deliveries (at most maxInFlightPerEndpoint held at once per endpoint, so
+     * a slow or dead endpoint holds that many of the `concurrency` sends and
+     * no more) and sends each with a timeout; a failure waits equal jitter on
+     * min(cap, base·2^n) and the delivery is failed once the next attempt
+     * would fall past the horizon, counted from the event's commit.
+     */
+    webhooks: {
+      dispatchIntervalMs: r.int('WEBHOOK_DISPATCH_INTERVAL_MS', 1_000, 50),
+      timeoutMs: r.int('WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+      backoffBaseMs: r.int('WEBHOOK_BACKOFF_BASE_MS', 5_000, 1),
+      backoffCapMs: r.int('WEBHOOK_BACKOFF_CAP_MS', 3_600_000, 1),
+      retryHorizonHours: r.positive('WEBHOOK_RETRY_HORIZON_HOURS', 72, 24 * 366),
+      concurrency: r.int('WEBHOOK_CONCURRENCY', 16, 2, 256),
+      maxInFlightPerEndpoint: r.int('WEBHOOK_ENDPOINT_MAX_IN_FLIGHT', 4, 1, 256),
+      batchSize: r.int('WEBHOOK_BATCH_SIZE', 200, 1, 10_000),
+    },
     mockProvider: {
       port: r.int('PROVIDER_PORT', 4010, 0, 65535),
       failureRate: r.ratio('PROVIDER_FAILURE_RATE', 0),
@@ -253,6 +277,14 @@ export function loadConfig(env: Env = process.env) {
       'PROVIDER_BREAKER_THRESHOLD',
       'is no longer read: use PROVIDER_BREAKER_MIN_CALLS and PROVIDER_BREAKER_FAILURE_RATIO',
       retiredThreshold,
+    );
+  }
+  if (config.webhooks.maxInFlightPerEndpoint >= config.webhooks.concurrency) {
+    // One endpoint that never answers must leave sends free for everyone else.
+    throw new ConfigError(
+      'WEBHOOK_ENDPOINT_MAX_IN_FLIGHT',
+      `must be below WEBHOOK_CONCURRENCY (${config.webhooks.concurrency})`,
+      String(config.webhooks.maxInFlightPerEndpoint),
     );
   }
   const { failureRatio } = config.provider.breaker;

@@ -12,7 +12,7 @@
  */
 
 /** The Postgres types the schema uses, by their `udt_name` in information_schema. */
-type PgType = 'text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'jsonb' | 'timestamptz';
+type PgType = 'text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'json' | 'jsonb' | 'timestamptz';
 
 /** A column and the TypeScript type node-postgres reads it as. */
 export interface Column<T> {
@@ -45,6 +45,8 @@ export const col = {
   varchar: (name: string) => column<string>('varchar')(name),
   smallint: (name: string) => column<number>('int2')(name),
   integer: (name: string) => column<number>('int4')(name),
+  /** json keeps the text as written, key order included; jsonb normalises it. */
+  json: <T>(name: string) => column<T>('json')(name),
   jsonb: <T>(name: string) => column<T>('jsonb')(name),
   timestamptz: (name: string) => column<Date>('timestamptz')(name),
 };

@@ -1,5 +1,8 @@
 import { apiClientsTable } from '../clients/clients.table';
 import { idempotencyKeysTable } from '../idempotency/idempotency-keys.table';
+import { eventsTable } from '../merchant-events/events.table';
+import { webhookDeliveriesTable } from '../merchant-events/webhook-deliveries.table';
+import { webhookEndpointsTable } from '../merchant-events/webhook-endpoints.table';
 import { paymentsTable } from '../payments/payments.table';
 import { processedMessagesTable } from '../provider-events/processed-messages.table';
 import type { Column, Table } from './table';
@@ -10,4 +13,7 @@ export const TABLES: readonly Table<Record<string, Column<unknown>>>[] = [
   paymentsTable,
   idempotencyKeysTable,
   processedMessagesTable,
+  eventsTable,
+  webhookEndpointsTable,
+  webhookDeliveriesTable,
 ];

@@ -12,7 +12,7 @@ describe('Ledger on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
+    ledger = new Ledger(db.dataSource, given.keys, given.payments, given.events, loadConfig({}));
   });
 
   const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);

@@ -1,15 +1,16 @@
 import { Module } from '@nestjs/common';
 import { IdempotencyRepository } from '../idempotency/idempotency.repository';
+import { EventsRepository } from '../merchant-events/events.repository';
 import { PaymentsRepository } from '../payments/payments.repository';
 import { Ledger } from './ledger.service';
 
 /**
- * The core both processes share: the two tables a payment lives in and the
- * fenced transitions over them. No HTTP: the worker imports this, not the
- * payments module with its controller and guards.
+ * The core every process shares: the tables a payment lives in, the outbox
+ * its changes write to, and the fenced transitions over them. No HTTP: the
+ * worker imports this, not the payments module with its controller and guards.
  */
 @Module({
-  providers: [IdempotencyRepository, PaymentsRepository, Ledger],
-  exports: [IdempotencyRepository, PaymentsRepository, Ledger],
+  providers: [IdempotencyRepository, PaymentsRepository, EventsRepository, Ledger],
+  exports: [IdempotencyRepository, PaymentsRepository, EventsRepository, Ledger],
 })
 export class LedgerModule {}

@@ -4,6 +4,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
+import { EventsRepository } from '../merchant-events/events.repository';
 import type { Payment } from '../payments/payments.table';
 import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome';
 import { PaymentsRepository } from '../payments/payments.repository';
@@ -30,7 +31,8 @@ export function heldSince(lease: Lease, askedAt: number, leaseMs: number): HeldL
  * that first locks the key row if, and only if, the writer's lease token still
  * holds it. A writer that stalled past its lease and was taken over finds
  * another token and commits nothing, so two writers can never both decide a
- * payment.
+ * payment. Every status change commits with its merchant event (the outbox),
+ * and the schema refuses a commit that has one without the other.
  */
 @Injectable()
 export class Ledger {
@@ -38,6 +40,7 @@ export class Ledger {
     private readonly dataSource: DataSource,
     private readonly keys: IdempotencyRepository,
     private readonly payments: PaymentsRepository,
+    private readonly events: EventsRepository,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
@@ -104,13 +107,17 @@ export class Ledger {
     return 'applied';
   }
 
-  /** The body of every decision: the transition, and what the key keeps, in the caller's transaction. */
+  /**
+   * The body of every decision, in the caller's transaction: the transition,
+   * the event that tells the merchant, and what the key keeps.
+   */
   private async applyUnderLease(db: EntityManager, lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded> {
     const payment = await this.payments.transition(db, paymentId, outcome);
     // Only a lease holder decides a payment, and it completes the key in the
     // same commit: a final payment under a live lease means the schema's
     // invariants were bypassed.
     if (!payment) throw notUndecidedUnderLease(paymentId);
+    await this.events.recordPaymentChange(db, payment);
     if (payment.status === 'requires_review') {
       const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
       await this.payments.scheduleReconciliation(db, paymentId, { delayMs, countAttempt: false });

@@ -86,6 +86,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly webhookAttempts = new Counter({
+    name: 'webhook_attempts_total',
+    help: 'Merchant webhook sends, by result: delivered (2xx), retry (no 2xx, tried again later), failed (no 2xx, past the horizon).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly webhookDeliveryLatency = new Histogram({
+    name: 'webhook_delivery_latency_seconds',
+    help: "From an event's commit to its endpoint's 2xx, retries included.",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

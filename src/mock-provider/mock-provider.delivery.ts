@@ -2,6 +2,7 @@ import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { randomInt } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
+import { postSignedWebhook } from '../common/signed-webhook';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { backoffDelayMs } from '../provider/retry-policy';
@@ -78,24 +79,9 @@ export class EventDelivery implements OnModuleDestroy {
   }
 
   /** Undefined when acknowledged, else why not. Throws only when stopping. */
-  private async attempt(url: string, event: ChargeEvent): Promise<string | undefined> {
-    const { headers, body } = signedDelivery(this.webhook, event, new Date());
-    try {
-      const response = await fetch(url, {
-        method: 'POST',
-        headers,
-        body,
-        // A redirect is not an acknowledgement: the receiver must answer 2xx itself.
-        redirect: 'manual',
-        signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(ATTEMPT_TIMEOUT_MS)]),
-      });
-      await response.body?.cancel();
-      return response.ok ? undefined : `HTTP ${response.status}`;
-    } catch (error) {
-      if (this.stopping.signal.aborted) throw error;
-      const cause = (error as Error & { cause?: Error }).cause;
-      return cause?.message ?? (error as Error).message;
-    }
+  private attempt(url: string, event: ChargeEvent): Promise<string | undefined> {
+    const request = signedDelivery(this.webhook, event, new Date());
+    return postSignedWebhook(url, request, { timeoutMs: ATTEMPT_TIMEOUT_MS, stop: this.stopping.signal });
   }
 
   private async withSlot<T>(work: () => Promise<T>): Promise<T> {

@@ -1,4 +1,5 @@
 import type { Webhook } from 'standardwebhooks';
+import { type SignedRequest, signedWebhookRequest } from '../common/signed-webhook';
 import type { Charge, ChargeEvent, ChargeRecord } from './mock-provider.types';
 
 /**
@@ -43,24 +44,7 @@ export function chargeEvent(record: ChargeRecord, version: number, id: string, c
   };
 }
 
-/**
- * One delivery attempt's request, per Standard Webhooks: the timestamp is the
- * attempt's, so a receiver's replay window counts from this attempt, and the
- * id is the event's, so the receiver can drop a redelivery.
- */
-export function signedDelivery(
-  webhook: Webhook,
-  event: ChargeEvent,
-  at: Date,
-): { headers: Record<string, string>; body: string } {
-  const body = JSON.stringify(event);
-  return {
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': event.id,
-      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
-      'webhook-signature': webhook.sign(event.id, at, body),
-    },
-    body,
-  };
+/** One delivery attempt of a charge event, signed as every webhook of ours is. */
+export function signedDelivery(webhook: Webhook, event: ChargeEvent, at: Date): SignedRequest {
+  return signedWebhookRequest(webhook, event.id, JSON.stringify(event), at);
 }

@@ -1,4 +1,3 @@
-import { Transform } from 'class-transformer';
 import {
   IsDefined,
   IsIn,
@@ -13,6 +12,7 @@ import {
   ValidateBy,
   type ValidationOptions,
 } from 'class-validator';
+import { PageQueryDto } from '../common/page-query.dto';
 import { PAYMENT_ID_PATTERN } from './payment';
 
 /** Currencies the provider settles; amounts are in their minor units. */
@@ -91,23 +91,7 @@ export class CreatePaymentDto {
   metadata?: Record<string, string>;
 }
 
-/**
- * A query value in decimal digits as a number; anything else (`0x10`, `1e1`,
- * ` 5 `, `abc`, a repeated parameter) stays as sent and fails the integer check,
- * where Number() would have read most of them as a number.
- */
-function decimalInteger({ value }: { value: unknown }): unknown {
-  return typeof value === 'string' && /^-?[0-9]+$/.test(value) ? Number(value) : value;
-}
-
-export class ListPaymentsQueryDto {
-  @IsOptional()
-  @Transform(decimalInteger)
-  @IsInt({ message: 'limit must be an integer' })
-  @Min(1, { message: 'limit must be at least 1' })
-  @Max(100, { message: 'limit must be at most 100' })
-  limit?: number;
-
+export class ListPaymentsQueryDto extends PageQueryDto {
   @IsOptional()
   @IsString({ message: 'starting_after must be a payment id' })
   @Matches(PAYMENT_ID_PATTERN, { message: 'starting_after must be a payment id' })

@@ -40,7 +40,7 @@ describe('PaymentsRepository on Postgres', () => {
     expect(second).toBeInstanceOf(QueryFailedError);
     expect(isUniqueViolation(second, ACTIVE_ORDER_INDEX)).toBe(true);
 
-    await payments().transition(manager(), first.payment.id, {
+    await given.transitioned(first.payment.id, {
       status: 'failed',
       providerChargeId: 'ch_1',
       failureCode: 'card_declined',
@@ -53,11 +53,11 @@ describe('PaymentsRepository on Postgres', () => {
     it('moves a pending payment once; a final payment never changes again', async () => {
       const { payment } = await given.claimed(clientId);
 
-      const settled = await payments().transition(manager(), payment.id, {
+      const settled = await given.transitioned(payment.id, {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
-      const overturned = await payments().transition(manager(), payment.id, {
+      const overturned = await given.transitioned(payment.id, {
         status: 'failed',
         providerChargeId: 'ch_2',
         failureCode: 'card_declined',
@@ -74,13 +74,13 @@ describe('PaymentsRepository on Postgres', () => {
     it('leaves review once, for a final status only', async () => {
       const { payment } = await given.claimed(clientId);
       const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-      await payments().transition(manager(), payment.id, review);
+      await given.transitioned(payment.id, review);
 
-      expect(await payments().transition(manager(), payment.id, review)).toBeUndefined();
+      expect(await given.transitioned(payment.id, review)).toBeUndefined();
       expect(
-        await payments().transition(manager(), payment.id, { status: 'succeeded', providerChargeId: 'ch_9' }),
+        await given.transitioned(payment.id, { status: 'succeeded', providerChargeId: 'ch_9' }),
       ).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_9', failureCode: null });
-      expect(await payments().transition(manager(), payment.id, review)).toBeUndefined();
+      expect(await given.transitioned(payment.id, review)).toBeUndefined();
     });
   });
 
@@ -98,7 +98,7 @@ describe('PaymentsRepository on Postgres', () => {
       const final = await given.succeeded(clientId);
       const inReview = await given.claimed(clientId);
       await given.expireLease(inReview.lease);
-      await payments().transition(manager(), inReview.payment.id, {
+      await given.transitioned(inReview.payment.id, {
         status: 'requires_review',
         failureCode: 'x',
         failureMessage: 'x',

@@ -11,13 +11,6 @@ import { ReconciliationService } from './reconciliation.service';
 
 @Module({
   imports: [
-    BullModule.forRootAsync({
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({
-        connection: { url: config.redisUrl },
-        prefix: config.queuePrefix,
-      }),
-    }),
     BullModule.registerQueue({ name: RECONCILIATION_QUEUE }),
     LedgerModule,
     ProviderModule,

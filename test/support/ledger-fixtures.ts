@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
+import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
+import type { FinalOutcome } from '../../src/payments/payment-outcome';
 import { PaymentsRepository } from '../../src/payments/payments.repository';
 import type { Payment } from '../../src/payments/payments.table';
 import { useTestDatabase } from './test-database';
@@ -18,11 +20,17 @@ export const TTL_HOURS = 24;
 export class LedgerFixtures {
   readonly keys = new IdempotencyRepository();
   readonly payments = new PaymentsRepository();
+  readonly events = new EventsRepository();
 
   constructor(private readonly dataSource: DataSource) {}
 
   async client(): Promise<string> {
     return (await createClient(this.dataSource, 'db spec')).id;
+  }
+
+  /** A client whose events are pushed to `url`. */
+  async clientWithWebhook(url = 'http://127.0.0.1:9/hooks'): Promise<string> {
+    return (await createClient(this.dataSource, 'db spec with webhook', { webhookUrl: url })).id;
   }
 
   /** Phase 1 of a request: a claimed key and its pending payment, in one commit. */
@@ -52,11 +60,25 @@ export class LedgerFixtures {
     return { lease, payment };
   }
 
+  /**
+   * The conditional transition with the event every transition records, in
+   * one commit as the ledger makes them (the schema refuses a status change
+   * committed without its event). Undefined when the transition matched nothing.
+   */
+  async transitioned(id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
+    return this.dataSource.transaction(async (db) => {
+      const payment = await this.payments.transition(db, id, outcome);
+      if (payment) await this.events.recordPaymentChange(db, payment);
+      return payment;
+    });
+  }
+
   /** A finished request: the payment succeeded and its key stores the 201. */
   async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
     const { lease, payment } = await this.claimed(clientId, key);
     await this.dataSource.transaction(async (db) => {
-      await this.payments.transition(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+      const succeeded = await this.payments.transition(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+      await this.events.recordPaymentChange(db, succeeded!);
       await this.keys.complete(db, lease, { status: 201, body: '{}' }, TTL_HOURS);
     });
     return { lease, payment };

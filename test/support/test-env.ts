@@ -4,6 +4,7 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { type AppConfig, loadConfig } from '../../src/config/app-config';
+import { WEBHOOKS_QUEUE } from '../../src/merchant-events/webhooks.constants';
 import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
 
 /**
@@ -42,18 +43,23 @@ export function uniqueQueuePrefix(): string {
   return `test-${randomUUID().slice(0, 8)}`;
 }
 
-/** Removes every BullMQ key under the prefix (job schedulers included). */
+/** Removes every BullMQ key under the prefix (job schedulers included), of every queue the worker uses. */
 export async function dropQueue(config: AppConfig): Promise<void> {
-  const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: config.redisUrl }, prefix: config.queuePrefix });
-  try {
-    await queue.obliterate({ force: true });
-  } finally {
-    await queue.close();
+  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
+    const queue = new Queue(name, { connection: { url: config.redisUrl }, prefix: config.queuePrefix });
+    try {
+      await queue.obliterate({ force: true });
+    } finally {
+      await queue.close();
+    }
   }
 }
 
-
-export async function createClient(dataSource: DataSource, name = 'test client'): Promise<{ id: string; apiKey: string }> {
-  const client = await new ClientsService(new ClientsRepository(dataSource)).create(name);
-  return { id: client.id, apiKey: client.api_key };
+export async function createClient(
+  dataSource: DataSource,
+  name = 'test client',
+  options: { webhookUrl?: string } = {},
+): Promise<{ id: string; apiKey: string; webhookSecret?: string }> {
+  const client = await new ClientsService(new ClientsRepository(dataSource)).create(name, options);
+  return { id: client.id, apiKey: client.api_key, webhookSecret: client.webhook_secret };
 }

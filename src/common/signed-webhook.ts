@@ -1,0 +1,55 @@
+import type { Webhook } from 'standardwebhooks';
+
+/** One delivery attempt's request: a JSON body and its Standard Webhooks headers. */
+export interface SignedRequest {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Signs one attempt per Standard Webhooks. The id is the event's on every
+ * attempt, so a receiver drops a redelivery; the timestamp is the attempt's,
+ * so the receiver's replay window counts from this attempt.
+ */
+export function signedWebhookRequest(webhook: Webhook, id: string, body: string, at: Date): SignedRequest {
+  return {
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-signature': webhook.sign(id, at, body),
+    },
+    body,
+  };
+}
+
+/**
+ * Sends one attempt. Undefined when the receiver answered 2xx; otherwise why
+ * not (`HTTP 503`, a timeout, a refused connection), for the delivery's
+ * record. Throws only when `stop` aborted it: the sender is shutting down.
+ */
+export async function postSignedWebhook(
+  url: string,
+  request: SignedRequest,
+  { timeoutMs, stop }: { timeoutMs: number; stop?: AbortSignal },
+): Promise<string | undefined> {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  try {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: request.headers,
+      body: request.body,
+      // A redirect is not an acknowledgement: the receiver must answer 2xx itself.
+      redirect: 'manual',
+      signal: stop ? AbortSignal.any([stop, timeout]) : timeout,
+    });
+    // The receiver's body says nothing we act on, and may be large.
+    await response.body?.cancel();
+    return response.ok ? undefined : `HTTP ${response.status}`;
+  } catch (error) {
+    if (stop?.aborted) throw error;
+    if (timeout.aborted) return `no answer within ${timeoutMs} ms`;
+    const cause = (error as Error & { cause?: Error }).cause;
+    return cause?.message ?? (error as Error).message;
+  }
+}

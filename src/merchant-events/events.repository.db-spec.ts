@@ -1,0 +1,120 @@
+import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
+import { loadConfig } from '../config/app-config';
+import { isUniqueViolation } from '../database/sql';
+import { Ledger } from '../ledger/ledger.service';
+import { toResource } from '../payments/payment';
+import type { EventRecord } from './events.table';
+
+describe('EventsRepository and the outbox on Postgres', () => {
+  const db = useLedgerFixtures();
+  let given: LedgerFixtures;
+  let clientId: string;
+  let ledger: Ledger;
+
+  beforeEach(() => {
+    ({ given, clientId } = db);
+    ledger = new Ledger(db.dataSource, given.keys, given.payments, given.events, loadConfig({}));
+  });
+
+  const eventsOf = (paymentId: string): Promise<EventRecord[]> =>
+    db.dataSource.query(
+      `SELECT id, type, data, client_id AS "clientId", created_at AS "createdAt" FROM events WHERE payment_id = $1 ORDER BY created_at`,
+      [paymentId],
+    );
+  const deliveriesOf = async (eventId: string): Promise<number> =>
+    (await db.dataSource.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE event_id = $1`, [eventId]))[0].n;
+
+  it('commits each decision with one event of its type, carrying the payment as it now is', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+
+    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+
+    const events = await eventsOf(payment.id);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'payment.succeeded', clientId, data: { object: toResource(recorded!.payment) } });
+    expect(events[0].id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
+    // The payment's own field order, as the API shows it: kept by the json column.
+    expect(Object.keys(events[0].data.object)).toEqual(Object.keys(toResource(recorded!.payment)));
+  });
+
+  it('announces a review and then its end, once each', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
+    await ledger.recordOutcome(lease, payment.id, review);
+    const failed = { status: 'failed', providerChargeId: null, failureCode: 'card_declined', failureMessage: 'no' } as const;
+    await given.transitioned(payment.id, failed);
+
+    expect((await eventsOf(payment.id)).map((event) => event.type)).toEqual(['payment.requires_review', 'payment.failed']);
+  });
+
+  it('refuses to commit a status change without its event, whoever writes it', async () => {
+    const { payment } = await given.claimed(clientId);
+
+    const refused = await db.dataSource
+      .query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [payment.id])
+      .catch((error: unknown) => error);
+
+    expect(refused).toMatchObject({ driverError: { constraint: 'payments_status_event_check' } });
+    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending' });
+    expect(await eventsOf(payment.id)).toEqual([]);
+  });
+
+  it('leaves neither the change nor its event when the transaction dies before its commit', async () => {
+    const { payment } = await given.claimed(clientId);
+
+    const died = await db.dataSource
+      .transaction(async (tx) => {
+        const moved = await given.payments.transition(tx, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+        await given.events.recordPaymentChange(tx, moved!);
+        throw new Error('crash before commit');
+      })
+      .catch((error: unknown) => error);
+
+    expect(died).toEqual(new Error('crash before commit'));
+    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending' });
+    expect(await eventsOf(payment.id)).toEqual([]);
+  });
+
+  it('announces one status change under one event id: a second event for it is refused', async () => {
+    const { payment } = await given.claimed(clientId);
+    const moved = await given.transitioned(payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+
+    const second = await given.events.recordPaymentChange(db.dataSource.manager, moved!).catch((error: unknown) => error);
+
+    expect(isUniqueViolation(second, 'events_payment_type_key')).toBe(true);
+    expect(await eventsOf(payment.id)).toHaveLength(1);
+  });
+
+  it('queues a delivery with each event of a client that has a webhook endpoint, and none otherwise', async () => {
+    const hooked = await given.clientWithWebhook();
+    const withEndpoint = await given.succeeded(hooked);
+    const without = await given.succeeded(clientId);
+
+    const [hookedEvent] = await eventsOf(withEndpoint.payment.id);
+    const [plainEvent] = await eventsOf(without.payment.id);
+    expect(await deliveriesOf(hookedEvent.id)).toBe(1);
+    expect(await deliveriesOf(plainEvent.id)).toBe(0);
+  });
+
+  it('lists a client’s events newest first, by type, after a cursor, and no one else’s', async () => {
+    const other = await given.client();
+    await given.succeeded(other);
+    const first = await given.succeeded(clientId);
+    const { lease, payment } = await given.claimed(clientId);
+    await ledger.recordOutcome(lease, payment.id, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    const third = await given.succeeded(clientId);
+    const manager = db.dataSource.manager;
+
+    const all = await given.events.listForClient(manager, clientId, { limit: 10 });
+    expect(all.events.map((event) => event.paymentId)).toEqual([third.payment.id, payment.id, first.payment.id]);
+    expect(all.hasMore).toBe(false);
+
+    const page = await given.events.listForClient(manager, clientId, { limit: 1, startingAfter: all.events[0].id });
+    expect(page.events.map((event) => event.paymentId)).toEqual([payment.id]);
+    expect(page.hasMore).toBe(true);
+
+    const succeeded = await given.events.listForClient(manager, clientId, { limit: 10, type: 'payment.succeeded' });
+    expect(succeeded.events.map((event) => event.paymentId)).toEqual([third.payment.id, first.payment.id]);
+    expect(await given.events.findForClient(manager, other, all.events[0].id)).toBeUndefined();
+  });
+});

@@ -1,0 +1,16 @@
+import { type RecordOf, col, defineTable } from '../database/table';
+import type { PaymentResource } from '../payments/payment';
+import type { EventType } from './event';
+
+export const eventsTable = defineTable('events', {
+  id: col.text('id'),
+  clientId: col.uuid('client_id'),
+  type: col.text<EventType>('type'),
+  paymentId: col.text('payment_id'),
+  /** The payment as it was right after the change, in the API's own shape and field order. */
+  data: col.json<{ object: PaymentResource }>('data'),
+  createdAt: col.timestamptz('created_at'),
+});
+
+/** A row of the events table: one status change of one payment. */
+export type EventRecord = RecordOf<typeof eventsTable>;

@@ -1,0 +1,148 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { queryRow, queryRows } from '../database/sql';
+import { type EventRecord, eventsTable } from './events.table';
+import { type DeliveryStatus, type WebhookDelivery, webhookDeliveriesTable } from './webhook-deliveries.table';
+
+const DELIVERY = webhookDeliveriesTable.selectList;
+const EVENT = eventsTable.selectList;
+
+/** A delivery held by one worker: only the holder of the token records what its send gave. */
+export interface DeliveryClaim {
+  eventId: string;
+  endpointId: string;
+  claimToken: string;
+}
+
+/** What a send needs: the event, where to send it, the secret to sign it with. */
+export interface ClaimedDelivery {
+  event: EventRecord;
+  url: string;
+  secret: string;
+  attempts: number;
+}
+
+/**
+ * The webhook_deliveries table: Postgres' record of what is still to deliver.
+ * Redis only carries the sends of the moment, so a delivery whose job was lost
+ * (a flush, a killed worker) is claimed again once its claim expires.
+ */
+@Injectable()
+export class WebhookDeliveriesRepository {
+  /**
+   * Claims due deliveries for `claimMs`, at most `limit`, and no more per
+   * endpoint than leaves it `maxInFlightPerEndpoint` claims at once: an
+   * endpoint that never answers holds that many sends and no more. The first
+   * due delivery of every endpoint comes before the second of any, so one
+   * endpoint's backlog does not starve the others. A delivery claimed by a
+   * concurrent dispatch is skipped: the conditional update re-reads the claim
+   * after waiting for the other's lock.
+   */
+  async claimDue(
+    db: EntityManager,
+    { limit, maxInFlightPerEndpoint, claimMs }: { limit: number; maxInFlightPerEndpoint: number; claimMs: number },
+  ): Promise<DeliveryClaim[]> {
+    return queryRows<DeliveryClaim>(
+      db,
+      `WITH in_flight AS (
+         SELECT endpoint_id, count(*) AS held FROM webhook_deliveries
+          WHERE status = 'pending' AND claimed_until > now()
+          GROUP BY endpoint_id
+       ), due AS (
+         SELECT event_id, endpoint_id,
+                row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, event_id) AS place
+           FROM webhook_deliveries
+          WHERE status = 'pending' AND next_attempt_at <= now()
+            AND (claimed_until IS NULL OR claimed_until <= now())
+       ), chosen AS (
+         SELECT due.event_id, due.endpoint_id
+           FROM due LEFT JOIN in_flight USING (endpoint_id)
+          WHERE due.place <= $1 - COALESCE(in_flight.held, 0)
+          ORDER BY due.place, due.event_id
+          LIMIT $2
+       )
+       UPDATE webhook_deliveries d
+          SET claim_token = gen_random_uuid(), claimed_until = now() + $3 * interval '1 millisecond'
+         FROM chosen
+        WHERE d.event_id = chosen.event_id AND d.endpoint_id = chosen.endpoint_id
+          AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until <= now())
+        RETURNING d.event_id AS "eventId", d.endpoint_id AS "endpointId", d.claim_token AS "claimToken"`,
+      [maxInFlightPerEndpoint, limit, claimMs],
+    );
+  }
+
+  /** The claimed delivery with its event and endpoint; undefined when the claim was lost or the delivery settled. */
+  async findClaimed(db: EntityManager, claim: DeliveryClaim): Promise<ClaimedDelivery | undefined> {
+    const row = await queryRow<EventRecord & { url: string; secret: string; attempts: number }>(
+      db,
+      `SELECT event.*, w.url, w.secret, d.attempts
+         FROM webhook_deliveries d
+         JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         CROSS JOIN LATERAL (SELECT ${EVENT} FROM events WHERE events.id = d.event_id) event
+        WHERE d.event_id = $1 AND d.endpoint_id = $2 AND d.claim_token = $3 AND d.status = 'pending'`,
+      [claim.eventId, claim.endpointId, claim.claimToken],
+    );
+    if (!row) return undefined;
+    const { url, secret, attempts, ...event } = row;
+    return { event, url, secret, attempts };
+  }
+
+  /**
+   * A 2xx is a fact whoever holds the claim: the delivery is delivered, and a
+   * later claim's send (a duplicate with the same webhook-id) records nothing.
+   * Returns the delivery's commit time, or undefined when it was settled already.
+   */
+  async recordDelivered(db: EntityManager, claim: DeliveryClaim): Promise<Date | undefined> {
+    const row = await queryRow<{ createdAt: Date }>(
+      db,
+      `UPDATE webhook_deliveries
+          SET status = 'delivered', attempts = attempts + 1, delivered_at = now(), last_error = NULL,
+              claim_token = NULL, claimed_until = NULL
+        WHERE event_id = $1 AND endpoint_id = $2 AND status = 'pending'
+        RETURNING created_at AS "createdAt"`,
+      [claim.eventId, claim.endpointId],
+    );
+    return row?.createdAt;
+  }
+
+  /**
+   * A send that got no 2xx, recorded by the claim's holder only: the next
+   * attempt in `retryInMs`, or failed once that would fall past the horizon
+   * counted from the event's commit. Undefined when the claim was lost.
+   */
+  async recordFailure(
+    db: EntityManager,
+    claim: DeliveryClaim,
+    failure: { error: string; retryInMs: number; horizonHours: number },
+  ): Promise<Extract<DeliveryStatus, 'pending' | 'failed'> | undefined> {
+    const row = await queryRow<{ status: 'pending' | 'failed' }>(
+      db,
+      `UPDATE webhook_deliveries
+          SET attempts = attempts + 1, last_error = $4, claim_token = NULL, claimed_until = NULL,
+              next_attempt_at = now() + $5 * interval '1 millisecond',
+              status = CASE WHEN now() + $5 * interval '1 millisecond' > created_at + $6 * interval '1 hour'
+                            THEN 'failed' ELSE 'pending' END
+        WHERE event_id = $1 AND endpoint_id = $2 AND claim_token = $3 AND status = 'pending'
+        RETURNING status`,
+      [claim.eventId, claim.endpointId, claim.claimToken, failure.error, failure.retryInMs, failure.horizonHours],
+    );
+    return row?.status;
+  }
+
+  /** For the operator: deliveries, newest first, by client, event or status. */
+  async list(
+    db: EntityManager,
+    filter: { clientId?: string; eventId?: string; status?: DeliveryStatus; limit: number },
+  ): Promise<WebhookDelivery[]> {
+    return queryRows<WebhookDelivery>(
+      db,
+      `SELECT ${DELIVERY} FROM webhook_deliveries
+        WHERE ($1::uuid IS NULL OR client_id = $1)
+          AND ($2::text IS NULL OR event_id = $2)
+          AND ($3::text IS NULL OR status = $3)
+        ORDER BY created_at DESC, event_id DESC
+        LIMIT $4`,
+      [filter.clientId ?? null, filter.eventId ?? null, filter.status ?? null, filter.limit],
+    );
+  }
+}
