@@ -65,7 +65,7 @@ export interface Reply {
   body: ReplyBody;
 }
 
-/** POST /v1/payments and GET /v1/payments/:id against a running API, as one client. */
+/** POST /v1/payments and GETs against a running API, as one client. */
 export class PaymentsClient {
   constructor(
     readonly baseUrl: string,
@@ -77,7 +77,12 @@ export class PaymentsClient {
   }
 
   get(paymentId: string): Promise<Reply> {
-    return this.send('GET', `/v1/payments/${paymentId}`);
+    return this.getPath(`/v1/payments/${paymentId}`);
+  }
+
+  /** Any GET under the API, with this client's key: `/v1/events?type=…`. */
+  getPath(path: string): Promise<Reply> {
+    return this.send('GET', path);
   }
 
   private async send(method: string, path: string, headers: Record<string, string> = {}, payload?: object): Promise<Reply> {
