@@ -80,6 +80,18 @@ describe('npm run audit', () => {
     });
   });
 
+  /**
+   * A write that skips the ledger and the schema's triggers, as a hand-made
+   * fix by someone with superuser rights can: a status change without its
+   * merchant event, which the schema otherwise refuses at commit.
+   */
+  async function aroundTheSchema(sql: string, params: unknown[]): Promise<void> {
+    await stack.dataSource.transaction(async (db) => {
+      await db.query(`SET LOCAL session_replication_role = replica`);
+      await db.query(sql, params);
+    });
+  }
+
   it('fails a broken ledger, naming every kind of violation', async () => {
     const doubled = await pay('pm_card_ok');
     const repriced = await pay('pm_card_ok');
@@ -91,9 +103,9 @@ describe('npm run audit', () => {
     await chargeDirectly(`pk_stray_${randomUUID()}`, doubled.id);
     await chargeDirectly('pk_pay_ghost', 'pay_ghost');
     await stack.dataSource.query(`UPDATE payments SET amount = 701 WHERE id = $1`, [repriced.id]);
-    await stack.dataSource.query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [unpaid.id]);
+    await aroundTheSchema(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [unpaid.id]);
     // A failed payment does not hold its order: a second one may be charged.
-    await stack.dataSource.query(`UPDATE payments SET status = 'failed' WHERE id = $1`, [refunded.id]);
+    await aroundTheSchema(`UPDATE payments SET status = 'failed' WHERE id = $1`, [refunded.id]);
     const recharged = await pay('pm_card_ok', 'ord_twice');
     expect(recharged.status).toBe(201);
     await stack.dataSource.query(
@@ -104,7 +116,7 @@ describe('npm run audit', () => {
     // Events would settle the review below: let them all in first.
     await eventsDelivered();
     // In review although the provider's charge succeeded, and its re-check long overdue.
-    await stack.dataSource.query(
+    await aroundTheSchema(
       `UPDATE payments SET status = 'requires_review', created_at = now() - interval '1 hour',
                            next_reconcile_at = now() - interval '1 hour'
         WHERE id = $1`,

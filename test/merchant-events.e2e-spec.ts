@@ -1,11 +1,13 @@
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import type { WorkerProcess } from '../scripts/lib/processes';
 import { type PrivateRedis, startPrivateRedis } from '../scripts/lib/private-redis';
 import { type Receipt, WebhookReceiver } from '../scripts/lib/webhook-receiver';
 import type { EventResource } from '../src/merchant-events/event';
 import { eventually } from './support/eventually';
 import { PaymentsClient, useProcessStack } from './support/process-stack';
-import { createClient } from './support/test-env';
+import { TEST_DATABASE_URL, createClient } from './support/test-env';
 
 /**
  * Merchant events end to end: the API and the worker as processes, merchant
@@ -180,6 +182,17 @@ describe('merchant events', () => {
     );
     // The event stays listed for the merchant to catch up from.
     expect((await shop.client.getPath(`/v1/events/${first.webhookId}`)).status).toBe(200);
+
+    // And the operator sees why.
+    const shown = spawnSync(
+      process.execPath,
+      [join(__dirname, '..', 'dist', 'src', 'operator', 'webhook-deliveries.js'), '--client', shop.id, '--status', 'failed'],
+      { env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 20_000 },
+    );
+    expect(shown.status).toBe(0);
+    expect(shown.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([
+      expect.objectContaining({ eventId: first.webhookId, status: 'failed', attempts: attemptsMade, lastError: 'HTTP 500', inFlight: false }),
+    ]);
   });
 
   it('sends again, under the same webhook-id, an event whose worker was killed between the 2xx and its record', async () => {

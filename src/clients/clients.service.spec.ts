@@ -42,3 +42,46 @@ describe('ClientsService.authenticate', () => {
     await expect(sut().service.authenticate(undefined)).rejects.toMatchObject({ code: ErrorCode.Unauthenticated });
   });
 });
+
+describe('ClientsService.create', () => {
+  function sut() {
+    const clients = strictMock<ClientsRepository>('ClientsRepository');
+    clients.create = jest.fn(async (name: string, _hash: string, _webhook?: { url: string; secret: string }) => ({ id: 'c1', name }));
+    return { service: new ClientsService(clients), clients };
+  }
+
+  it('creates a client with a key shown once and only its hash stored', async () => {
+    const { service, clients } = sut();
+
+    const created = await service.create('shop');
+
+    expect(created).toEqual({ id: 'c1', name: 'shop', api_key: expect.stringMatching(/^sk_/) });
+    expect(clients.create).toHaveBeenCalledWith('shop', hashApiKey(created.api_key), undefined);
+  });
+
+  it('gives a client with a webhook URL an endpoint and a whsec_ secret of 24 random bytes, in the same call', async () => {
+    const { service, clients } = sut();
+
+    const created = await service.create('shop', { webhookUrl: 'https://shop.example/hooks' });
+
+    expect(created.webhook_url).toBe('https://shop.example/hooks');
+    expect(Buffer.from(created.webhook_secret!.replace(/^whsec_/, ''), 'base64')).toHaveLength(24);
+    expect(clients.create).toHaveBeenCalledWith('shop', hashApiKey(created.api_key), {
+      url: 'https://shop.example/hooks',
+      secret: created.webhook_secret,
+    });
+  });
+
+  it.each(['shop.example/hooks', 'ftp://shop.example/hooks', 'javascript:alert(1)', `https://shop.example/${'a'.repeat(2048)}`])(
+    'refuses %s as a webhook URL and creates nothing',
+    async (webhookUrl) => {
+      const { service, clients } = sut();
+
+      await expect(service.create('shop', { webhookUrl })).rejects.toMatchObject({
+        code: ErrorCode.ParameterInvalid,
+        details: { param: 'webhook_url' },
+      });
+      expect(clients.create).not.toHaveBeenCalled();
+    },
+  );
+});

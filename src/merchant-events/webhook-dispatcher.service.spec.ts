@@ -1,0 +1,139 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Queue } from 'bullmq';
+import { Webhook } from 'standardwebhooks';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { CrashPoint } from '../common/crash-point';
+import { strictMock } from '../common/strict-mock.fixture';
+import { loadConfig } from '../config/app-config';
+import { Metrics } from '../metrics/metrics';
+import { toResource } from '../payments/payment';
+import { aPayment } from '../payments/payment.fixture';
+import type { EventRecord } from './events.table';
+import type { ClaimedDelivery, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { WebhookDispatcher } from './webhook-dispatcher.service';
+
+const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const CLAIM = { eventId: 'evt_01M8SQ8YE7WBFM1V7CNVXBCFA3', endpointId: 'e1', claimToken: 't1' };
+
+const event: EventRecord = {
+  id: CLAIM.eventId,
+  clientId: 'client_1',
+  type: 'payment.succeeded',
+  paymentId: 'pay_1',
+  data: { object: toResource(aPayment({ status: 'succeeded' })) },
+  createdAt: new Date('2026-11-29T09:00:01Z'),
+};
+
+/** A merchant endpoint on loopback answering `status`, keeping what it got. */
+async function endpoint(status: number): Promise<{ url: string; got: { headers: Record<string, string>; body: string }[]; server: Server }> {
+  const got: { headers: Record<string, string>; body: string }[] = [];
+  const server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    request.on('end', () => {
+      got.push({ headers: request.headers as Record<string, string>, body });
+      response.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`, got, server };
+}
+
+function setup(env: Record<string, string> = {}) {
+  const db = {} as EntityManager;
+  const dataSource = { manager: db } as unknown as DataSource;
+  const deliveries = strictMock<WebhookDeliveriesRepository>('deliveries');
+  const queue = strictMock<Queue>('queue');
+  const crashPoint = { reach: jest.fn() } as unknown as jest.Mocked<CrashPoint>;
+  const metrics = new Metrics();
+  const config = loadConfig({ WEBHOOK_BATCH_SIZE: '10', WEBHOOK_BACKOFF_BASE_MS: '1000', WEBHOOK_TIMEOUT_MS: '500', ...env });
+  const sut = new WebhookDispatcher(dataSource, deliveries, queue, config, metrics, crashPoint);
+  const claimed = (url: string, attempts = 0): ClaimedDelivery => ({ event, url, secret: SECRET, attempts });
+  return { sut, db, deliveries, queue, crashPoint, metrics, claimed };
+}
+
+describe('WebhookDispatcher', () => {
+  describe('dispatch', () => {
+    it('claims no more than the room left in the queue and queues each claim once, by its token', async () => {
+      const { sut, db, deliveries, queue } = setup();
+      queue.getWaitingCount = jest.fn().mockResolvedValue(7);
+      deliveries.claimDue = jest.fn().mockResolvedValue([CLAIM]);
+      queue.addBulk = jest.fn().mockResolvedValue([]);
+
+      await expect(sut.dispatch()).resolves.toBe(1);
+
+      expect(deliveries.claimDue).toHaveBeenCalledWith(db, { limit: 3, maxInFlightPerEndpoint: 4, claimMs: 6_000 });
+      expect(queue.addBulk).toHaveBeenCalledWith([
+        { name: 'deliver', data: CLAIM, opts: { jobId: 'deliver-t1', removeOnComplete: true, removeOnFail: true } },
+      ]);
+    });
+
+    it('claims nothing while the queue is full', async () => {
+      const { sut, queue } = setup();
+      queue.getWaitingCount = jest.fn().mockResolvedValue(10);
+
+      await expect(sut.dispatch()).resolves.toBe(0);
+    });
+  });
+
+  describe('deliver', () => {
+    const servers: Server[] = [];
+    afterAll(() => servers.forEach((server) => server.close()));
+
+    it('sends the event signed, with webhook-id the event id and the event resource as body, then records the 2xx', async () => {
+      const { sut, db, deliveries, crashPoint, metrics, claimed } = setup();
+      const merchant = await endpoint(204);
+      servers.push(merchant.server);
+      deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(merchant.url));
+      deliveries.recordDelivered = jest.fn().mockResolvedValue(new Date());
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('delivered');
+
+      const [{ headers, body }] = merchant.got;
+      expect(headers['webhook-id']).toBe(event.id);
+      expect(new Webhook(SECRET).verify(body, headers)).toEqual(JSON.parse(body));
+      expect(JSON.parse(body)).toEqual({ id: event.id, object: 'event', type: 'payment.succeeded', created_at: '2026-11-29T09:00:01.000Z', data: event.data });
+      expect(deliveries.recordDelivered).toHaveBeenCalledWith(db, CLAIM);
+      expect(crashPoint.reach).toHaveBeenCalledWith('worker_mid_delivery', { eventId: event.id });
+      expect((await metrics.webhookAttempts.get()).values).toEqual([expect.objectContaining({ labels: { result: 'delivered' }, value: 1 })]);
+    });
+
+    it('records a failure with the next attempt on the backoff ladder and the horizon, under the claim', async () => {
+      const { sut, db, deliveries, claimed } = setup({ WEBHOOK_RETRY_HORIZON_HOURS: '2' });
+      const merchant = await endpoint(503);
+      servers.push(merchant.server);
+      deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(merchant.url, 3));
+      deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+      // Attempt 4 failed: equal jitter on base·2^3 = 8 s.
+      const [, , failure] = deliveries.recordFailure.mock.calls[0];
+      expect(deliveries.recordFailure).toHaveBeenCalledWith(db, CLAIM, { error: 'HTTP 503', retryInMs: expect.any(Number), horizonHours: 2 });
+      expect(failure.retryInMs).toBeGreaterThanOrEqual(4_000);
+      expect(failure.retryInMs).toBeLessThan(8_000);
+    });
+
+    it('says failed when the horizon has passed, and names a refused connection', async () => {
+      const { sut, deliveries, claimed } = setup();
+      const closed = await endpoint(204);
+      await new Promise((done) => closed.server.close(done));
+      deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(closed.url));
+      deliveries.recordFailure = jest.fn().mockResolvedValue('failed');
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('failed');
+
+      expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/ECONNREFUSED/);
+    });
+
+    it('sends nothing for a claim that was lost, or a delivery already settled', async () => {
+      const { sut, deliveries, crashPoint } = setup();
+      deliveries.findClaimed = jest.fn().mockResolvedValue(undefined);
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('skipped');
+
+      expect(crashPoint.reach).not.toHaveBeenCalled();
+    });
+  });
+});
