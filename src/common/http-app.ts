@@ -1,6 +1,5 @@
 import type { Server } from 'node:http';
 import { type INestApplication, Logger } from '@nestjs/common';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AuthFailureLimiter } from '../clients/auth-failure-limiter';
 import { authenticateBeforeBody } from '../clients/authentication.middleware';
@@ -17,6 +16,7 @@ import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ANSWER_HEADERS } from './http-reply';
 import { parsedBodyProblem } from './json-body';
 import { requestForLog } from './log-safety';
+import { serveOpenApi } from './openapi';
 import { keepRawBody } from './raw-body';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { TransportError } from './transport-error';
@@ -106,10 +106,5 @@ export function configureHttpApp(app: INestApplication): void {
   // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
 
-  const openApi = new DocumentBuilder()
-    .setTitle('Payments API')
-    .setDescription('Idempotent payments: a retried request never charges twice. See README.md.')
-    .addBearerAuth()
-    .build();
-  SwaggerModule.setup('docs', app, SwaggerModule.createDocument(app, openApi), { jsonDocumentUrl: 'docs-json' });
+  serveOpenApi(app);
 }

@@ -1,4 +1,5 @@
 import { Transform } from 'class-transformer';
+import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsInt, IsOptional, Max, Min } from 'class-validator';
 
 /**
@@ -12,6 +13,7 @@ function decimalInteger({ value }: { value: unknown }): unknown {
 
 /** The page size every list takes; each list adds its own cursor and filters. */
 export class PageQueryDto {
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 10, description: 'Page size, in decimal digits.' })
   @IsOptional()
   @Transform(decimalInteger)
   @IsInt({ message: 'limit must be an integer' })

@@ -1,5 +1,7 @@
 import { Controller, Get, Inject } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Redis } from 'ioredis';
+import { ApiAnswers } from '../common/openapi';
 import { DataSource } from 'typeorm';
 import { TransportError, TransportErrorCode } from '../common/transport-error';
 
@@ -14,6 +16,7 @@ function withTimeout<T>(work: Promise<T>): Promise<T> {
 }
 
 @Controller('health')
+@ApiTags('operations')
 export class HealthController {
   constructor(
     private readonly dataSource: DataSource,
@@ -22,12 +25,16 @@ export class HealthController {
 
   /** The process is up and serving HTTP; says nothing about its dependencies. */
   @Get('live')
+  @ApiOperation({ summary: 'The process is up' })
+  @ApiAnswers({ status: 200, description: '`{"status":"ok"}`' })
   live() {
     return { status: 'ok' };
   }
 
   /** Ready to take payments: Postgres and Redis both answer. */
   @Get('ready')
+  @ApiOperation({ summary: 'Postgres and Redis both answer' })
+  @ApiAnswers({ status: 200, description: 'Ready to take payments.' }, { status: 503, description: 'Postgres or Redis unreachable.' })
   async ready() {
     const [postgres, redis] = await Promise.allSettled([
       withTimeout(this.dataSource.query('SELECT 1')),

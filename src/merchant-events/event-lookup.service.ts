@@ -1,14 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { EVENT_ID_PATTERN, type EventResource, type EventType, toEventResource } from './event';
+import { EVENT_ID_PATTERN, type EventList, type EventResource, type EventType, toEventResource } from './event';
 import { eventNotFound, unknownEventCursor } from './events.errors';
 import { EventsRepository } from './events.repository';
-
-interface EventList {
-  object: 'list';
-  data: EventResource[];
-  has_more: boolean;
-}
 
 /** GET /v1/events and /v1/events/:id: a client's events and nobody else's, the way a merchant catches up. */
 @Injectable()

@@ -1,14 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { PAYMENT_ID_PATTERN, type PaymentResource, toResource } from './payment';
+import { PAYMENT_ID_PATTERN, type PaymentList, type PaymentResource, toResource } from './payment';
 import { paymentNotFound, unknownCursor } from './payments.errors';
 import { PaymentsRepository } from './payments.repository';
-
-interface PaymentList {
-  object: 'list';
-  data: PaymentResource[];
-  has_more: boolean;
-}
 
 /** The read side: one payment, or a page of them, always scoped to the client asking. */
 @Injectable()

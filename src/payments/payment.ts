@@ -1,25 +1,86 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { ErrorBody } from '../common/openapi';
 import { ulid } from 'ulid';
 import type { ChargeInput } from '../provider/provider.client';
 import type { Payment } from './payments.table';
 
 export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_review';
 
-/** The payment object of the public API, in the field order the README documents. */
-export interface PaymentResource {
-  id: string;
-  object: 'payment';
-  amount: number;
-  currency: string;
-  status: PaymentStatus;
-  payment_method: string;
-  order_id: string | null;
-  description: string | null;
-  metadata: Record<string, string>;
-  provider_charge_id: string | null;
-  failure_code: string | null;
-  failure_message: string | null;
-  created_at: string;
-  updated_at: string;
+const PAYMENT_STATUSES: readonly PaymentStatus[] = ['pending', 'succeeded', 'failed', 'requires_review'];
+
+/**
+ * The payment object of the public API, in the field order the README
+ * documents. A class so that the OpenAPI document describes the very shape
+ * the code returns.
+ */
+export class PaymentResource {
+  @ApiProperty({ example: 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B', pattern: '^pay_[0-9A-HJKMNP-TV-Z]{26}$' })
+  id!: string;
+
+  @ApiProperty({ enum: ['payment'] })
+  object!: 'payment';
+
+  @ApiProperty({ description: 'Integer minor units.', example: 500, minimum: 1, maximum: 99_999_999 })
+  amount!: number;
+
+  @ApiProperty({ example: 'USD' })
+  currency!: string;
+
+  @ApiProperty({
+    enum: PAYMENT_STATUSES,
+    description: 'succeeded and failed are final; requires_review moves once, to what the provider says.',
+  })
+  status!: PaymentStatus;
+
+  @ApiProperty({ example: 'pm_card_ok' })
+  payment_method!: string;
+
+  @ApiProperty({ type: String, nullable: true, example: 'ord_77' })
+  order_id!: string | null;
+
+  @ApiProperty({ type: String, nullable: true })
+  description!: string | null;
+
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'string' }, example: {} })
+  metadata!: Record<string, string>;
+
+  @ApiProperty({ type: String, nullable: true, example: 'ch_01JDQ2ZC4R5S8V9W0X1Y2Z3A4C' })
+  provider_charge_id!: string | null;
+
+  @ApiProperty({ type: String, nullable: true, example: null })
+  failure_code!: string | null;
+
+  @ApiProperty({ type: String, nullable: true, example: null })
+  failure_message!: string | null;
+
+  @ApiProperty({ format: 'date-time' })
+  created_at!: string;
+
+  @ApiProperty({ format: 'date-time' })
+  updated_at!: string;
+}
+
+class DeclineBody extends ErrorBody {
+  @ApiProperty({ type: PaymentResource, description: 'The failed payment.' })
+  payment!: PaymentResource;
+}
+
+/** A 402: the error envelope with the declined payment in it. */
+export class DeclineEnvelope {
+  @ApiProperty({ type: DeclineBody })
+  error!: DeclineBody;
+}
+
+/** A page of payments, newest first. */
+export class PaymentList {
+  @ApiProperty({ enum: ['list'] })
+  object!: 'list';
+
+  @ApiProperty({ type: [PaymentResource] })
+  data!: PaymentResource[];
+
+  @ApiProperty({ description: 'Whether a page follows: ask again with starting_after = the last id.' })
+  has_more!: boolean;
 }
 
 /** `pay_` and a ULID (Crockford base32): what newPaymentId makes, and all a payment id can be. */

@@ -1,16 +1,26 @@
 import { Body, Controller, Get, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
 import type { ApiClient } from '../clients/clients.table';
+import { AUTHENTICATED_ANSWERS, API_KEY_SCHEME, ApiAnswers, DATABASE_UNAVAILABLE, RETRY_AFTER } from '../common/openapi';
 import { requestIdFor } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
+import { DeclineEnvelope, PaymentList, PaymentResource } from './payment';
 import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
 import { PaymentCreationService } from './payment-creation.service';
 import { PaymentLookupService } from './payment-lookup.service';
 
+const REPLAYED = {
+  'Idempotent-Replayed': { description: '`true` when this is the stored answer of an earlier request.', schema: { type: 'string' } },
+} as const;
+
 @Controller('v1/payments')
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
+@ApiTags('payments')
+@ApiBearerAuth(API_KEY_SCHEME)
+@ApiAnswers(...AUTHENTICATED_ANSWERS)
 export class PaymentsController {
   constructor(
     private readonly creation: PaymentCreationService,
@@ -22,6 +32,42 @@ export class PaymentsController {
    * the first answer. Guard and body validation run before the key is read.
    */
   @Post()
+  @ApiOperation({
+    summary: 'Create a payment, or get the answer of the request that already used this key',
+    description:
+      'The first request with a key charges at most once. A retry with the same key and body gets the same answer ' +
+      'byte for byte (Idempotent-Replayed: true) once it is final; while it is not, the payment as it is (202).',
+  })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: true,
+    description: '1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client.',
+    schema: { type: 'string', minLength: 1, maxLength: 257, example: '8e03978e-40d5-43e8-bc93-6894a57f9324' },
+  })
+  @ApiAnswers(
+    { status: 201, description: 'Charged.', type: PaymentResource, headers: REPLAYED },
+    {
+      status: 202,
+      description: 'Outcome not known yet (pending, or in review): retry with the same key, or read the payment later.',
+      type: PaymentResource,
+      headers: RETRY_AFTER,
+    },
+    { status: 402, description: 'Declined (`card_declined`); replayed to a retry.', type: DeclineEnvelope, headers: REPLAYED },
+    { status: 400, description: 'Invalid body, or a missing or invalid Idempotency-Key; nothing was written.' },
+    {
+      status: 409,
+      description: 'The same key is still being processed (`idempotency_key_in_use`), or the order already has a payment that did not fail (`order_already_paid`).',
+      headers: RETRY_AFTER,
+    },
+    { status: 413, description: 'Body over 64 KB (`body_too_large`).' },
+    { status: 415, description: 'Not a JSON body in UTF-8 (`unsupported_media_type`).' },
+    { status: 422, description: 'The key was used with another body (`idempotency_key_reused`).' },
+    {
+      status: 503,
+      description: 'The provider is unavailable and no charge was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key.',
+      headers: RETRY_AFTER,
+    },
+  )
   async create(
     @CurrentClient() client: ApiClient,
     @Body() body: CreatePaymentDto,
@@ -42,11 +88,23 @@ export class PaymentsController {
   }
 
   @Get(':id')
+  @ApiOperation({ summary: 'Read one payment' })
+  @ApiAnswers(
+    { status: 200, description: 'The payment.', type: PaymentResource },
+    { status: 404, description: 'No such payment for this client (`resource_missing`).' },
+    DATABASE_UNAVAILABLE,
+  )
   get(@CurrentClient() client: ApiClient, @Param('id') id: string) {
     return this.lookup.get(client.id, id);
   }
 
   @Get()
+  @ApiOperation({ summary: 'List payments, newest first' })
+  @ApiAnswers(
+    { status: 200, description: 'A page of payments.', type: PaymentList },
+    { status: 400, description: 'Bad limit or cursor (`parameter_invalid`).' },
+    DATABASE_UNAVAILABLE,
+  )
   list(@CurrentClient() client: ApiClient, @Query() query: ListPaymentsQueryDto) {
     return this.lookup.list(client.id, { limit: query.limit, startingAfter: query.starting_after });
   }

@@ -12,6 +12,7 @@ import {
   ValidateBy,
   type ValidationOptions,
 } from 'class-validator';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { PageQueryDto } from '../common/page-query.dto';
 import { PAYMENT_ID_PATTERN } from './payment';
 
@@ -59,39 +60,61 @@ function IsMetadata(options?: ValidationOptions): PropertyDecorator {
  * the first that fails is the one reported (see common/validation.ts).
  */
 export class CreatePaymentDto {
+  @ApiProperty({ type: 'integer', description: 'Integer minor units; "500" (a string) is refused.', minimum: 1, maximum: 99_999_999, example: 500 })
   @IsDefined({ message: 'amount is required' })
   @IsInt({ message: 'amount must be an integer number of minor units' })
   @Min(1, { message: 'amount must be at least 1' })
   @Max(99_999_999, { message: 'amount must be at most 99999999' })
   amount!: number;
 
+  @ApiProperty({ enum: SUPPORTED_CURRENCIES, example: 'USD' })
   @IsDefined({ message: 'currency is required' })
   @IsString({ message: 'currency must be a string' })
   @Matches(/^[A-Z]{3}$/, { message: 'currency must be three upper-case letters (ISO 4217)' })
   @IsIn(SUPPORTED_CURRENCIES, { message: `currency must be one of ${SUPPORTED_CURRENCIES.join(', ')}` })
   currency!: string;
 
+  @ApiProperty({
+    minLength: 1,
+    maxLength: 255,
+    example: 'pm_card_ok',
+    description: 'A card token; the mock provider\'s test cards (docs/api.md) choose its behaviour.',
+  })
   @IsDefined({ message: 'payment_method is required' })
   @IsString({ message: 'payment_method must be a string' })
   @Length(1, 255, { message: 'payment_method must be 1 to 255 characters' })
   payment_method!: string;
 
+  @ApiPropertyOptional({
+    minLength: 1,
+    maxLength: 64,
+    example: 'ord_77',
+    description: 'The business fact: one payment that did not fail per order.',
+  })
   @IsOptional()
   @IsString({ message: 'order_id must be a string' })
   @Length(1, 64, { message: 'order_id must be 1 to 64 characters' })
   order_id?: string;
 
+  @ApiPropertyOptional({ maxLength: 500 })
   @IsOptional()
   @IsString({ message: 'description must be a string' })
   @MaxLength(500, { message: 'description must be at most 500 characters' })
   description?: string;
 
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: { type: 'string', maxLength: METADATA_MAX_VALUE_LENGTH },
+    maxProperties: METADATA_MAX_KEYS,
+    description: `Up to ${METADATA_MAX_KEYS} string values, keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters.`,
+  })
   @IsOptional()
   @IsMetadata()
   metadata?: Record<string, string>;
 }
 
 export class ListPaymentsQueryDto extends PageQueryDto {
+  @ApiPropertyOptional({ description: 'The id of the last payment of the previous page.', pattern: PAYMENT_ID_PATTERN.source })
   @IsOptional()
   @IsString({ message: 'starting_after must be a payment id' })
   @Matches(PAYMENT_ID_PATTERN, { message: 'starting_after must be a payment id' })
