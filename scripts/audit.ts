@@ -179,7 +179,20 @@ function nonNegativeInt(flag: string, value: string | undefined, fallback: numbe
   return Number(value);
 }
 
+const USAGE = `Usage: npm run audit [-- --examples N] [--grace-ms MS]
+
+Compares the provider's charges with the payments table (DATABASE_URL,
+PROVIDER_URL) and prints one JSON summary; exit 0 clean, 1 on a violation,
+2 when it could not run. Read-only.
+  --examples N   examples kept per kind of violation (default ${DEFAULT_AUDIT_OPTIONS.maxExamples})
+  --grace-ms MS  how old an undecided payment must be before it counts as forgotten (default ${DEFAULT_AUDIT_OPTIONS.graceMs})
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--help')) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const config = loadConfigOrExit();
   const report = await runAudit(config, parseOptions(process.argv.slice(2)));
   process.stdout.write(`${JSON.stringify(report)}\n`);

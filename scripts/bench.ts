@@ -39,6 +39,17 @@ interface Figures {
   non_2xx: number;
 }
 
+const USAGE = `Usage: npm run bench -- [--seconds S] [--connections N] [--prune-keys N] [--json]
+
+Load figures for create, replay and get against the API and the mock provider
+as real processes, and key pruning in keys/s, on a database of its own
+(${BENCH_DATABASE}, emptied first).
+  --seconds S       per scenario, up to 300 (default 10)
+  --connections N   concurrent connections, 1 to 200 (default 10)
+  --prune-keys N    expired keys seeded for the prune figure (default 100000)
+  --json            one JSON object instead of the table
+`;
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -46,8 +57,13 @@ async function main(): Promise<void> {
       connections: { type: 'string', default: '10' },
       'prune-keys': { type: 'string', default: '100000' },
       json: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
     },
   });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const seconds = Number(values.seconds);
   const connections = Number(values.connections);
   const pruneKeys = Number(values['prune-keys']);

@@ -25,10 +25,27 @@ const DATABASE = 'payments_settle_latency';
 /** Production's sweep waits 60 s before it looks at a pending payment; give it room. */
 const DEADLINE_MS = 180_000;
 
+const USAGE = `Usage: npm run settle-latency -- [--payments N] [--settle-ms MS]
+
+How long a payment the provider settles later stays pending with us, with
+provider events on and off; API, worker and provider as real processes on a
+database of its own (${DATABASE}). One JSON line.
+  --payments N    pm_card_pending payments per run, 1 to 100 (default 5)
+  --settle-ms MS  how long the provider keeps them pending (default 3000)
+`;
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { payments: { type: 'string', default: '5' }, 'settle-ms': { type: 'string', default: '3000' } },
+    options: {
+      payments: { type: 'string', default: '5' },
+      'settle-ms': { type: 'string', default: '3000' },
+      help: { type: 'boolean', default: false },
+    },
   });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const payments = Number(values.payments);
   const settleMs = Number(values['settle-ms']);
   if (!(Number.isInteger(payments) && payments >= 1 && payments <= 100) || !(Number.isInteger(settleMs) && settleMs >= 0)) {

@@ -50,8 +50,13 @@ function format(lab: LabFigures): string {
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
+  const usage = 'usage: npm run sim [-- --json]\n';
+  if (args.includes('--help')) {
+    process.stdout.write(usage);
+    return;
+  }
   if (args.some((arg) => arg !== '--json')) {
-    process.stderr.write('usage: npm run sim [-- --json]\n');
+    process.stderr.write(usage);
     process.exit(2);
   }
   const lab = await runLab();

@@ -31,7 +31,19 @@ function exited(child: ChildProcess): Promise<number> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
 }
 
+const USAGE = `Usage: npm run start:all
+
+Applies migrations, then runs the mock provider, the API and the worker, all
+configured by the environment and .env (see .env.example). Ctrl-C or SIGTERM
+stops all three and exits 0.
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.length > 2) {
+    // Nothing is read from the command line: an argument is a question, never a start.
+    process.stdout.write(USAGE);
+    process.exit(process.argv.includes('--help') ? 0 : 2);
+  }
   const migrationCode = await exited(run('migrations', 'database/migrate.js'));
   if (migrationCode !== 0) process.exit(migrationCode);
 

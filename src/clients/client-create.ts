@@ -5,15 +5,23 @@ import { createDataSource } from '../database/data-source';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
 
+const USAGE = 'usage: npm run client:create -- --name NAME [--webhook-url URL]\n';
+
 /**
  * `npm run client:create -- --name NAME [--webhook-url URL]`: prints
  * {"id","name","api_key"} on one line, with "webhook_url" and "webhook_secret"
  * when the client gets a webhook endpoint.
  */
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { name: { type: 'string' }, 'webhook-url': { type: 'string' } } });
+  const { values } = parseArgs({
+    options: { name: { type: 'string' }, 'webhook-url': { type: 'string' }, help: { type: 'boolean', default: false } },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
   if (!values.name) {
-    process.stderr.write('usage: npm run client:create -- --name NAME [--webhook-url URL]\n');
+    process.stderr.write(USAGE);
     process.exit(2);
   }
   const dataSource = await createDataSource(loadConfigOrExit()).initialize();
