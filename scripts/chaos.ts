@@ -36,8 +36,8 @@ import type { EventType } from '../src/merchant-events/event';
  * receiver that verifies signatures and fails or holds a share of first
  * attempts. Then the faults stop, every payment must become terminal within
  * the drain deadline and every event reach its endpoint within the events
- * deadline, the ledger audit runs, and one JSON line says what happened. Exit 0: no violation; 1: a violation; 2: the run
- * could not be made.
+ * deadline, the ledger audit runs, and one JSON line says what happened.
+ * Exit 0: no violation; 1: a violation; 2: the run could not be made.
  *
  * Everything is on loopback, in a database of its own (payments_chaos unless
  * --database says otherwise: its tables are truncated) and a redis-server of
@@ -103,7 +103,7 @@ const SERVICE_KNOBS = {
   RECONCILE_BACKOFF_CAP_MS: '2000',
   RECONCILE_MAX_ATTEMPTS: '8',
   RECONCILE_CONCURRENCY: '16',
-  // A held send gives up after 1 s and is retried within 2 s; a claim whose worker was killed lasts 2·1 + 5 s.
+  // A held send gives up after 1 s, a retry waits 2 s at most, and a killed worker's claim lasts 2·1 + 5 s.
   WEBHOOK_DISPATCH_INTERVAL_MS: '150',
   WEBHOOK_TIMEOUT_MS: '1000',
   WEBHOOK_BACKOFF_BASE_MS: '200',
