@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
@@ -9,12 +10,21 @@ import type { PaymentStatus } from '../src/payments/payment';
 import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
-import { type FinalPayment, type KeyRow, judge } from './chaos/verdict';
+import {
+  type FinalPayment,
+  type KeyRow,
+  type MerchantEventsInput,
+  type OwnedPayment,
+  judge,
+  missingEvents,
+} from './chaos/verdict';
 import { type PrivatePostgres, startPrivatePostgres } from './lib/private-postgres';
 import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
 import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
-import { mulberry32 } from './lib/random';
+import { type Random, mulberry32 } from './lib/random';
 import { startProvider } from './lib/processes';
+import { type Behaviour, WebhookReceiver } from './lib/webhook-receiver';
+import type { EventType } from '../src/merchant-events/event';
 
 /**
  * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the
@@ -22,10 +32,12 @@ import { startProvider } from './lib/processes';
  * delivered to the first API with duplicates and random delays) under a load
  * of retrying clients, while APIs and workers are SIGKILLed and restarted,
  * Redis is flushed once and, with --postgres-restarts, Postgres is stopped
- * and started again. Then the faults stop, every payment must become
- * terminal within the drain deadline, the ledger audit runs, and one JSON
- * line says what happened. Exit 0: no violation; 1: a violation; 2: the run
- * could not be made.
+ * and started again. Every merchant has a webhook endpoint on a loopback
+ * receiver that verifies signatures and fails or holds a share of first
+ * attempts. Then the faults stop, every payment must become terminal within
+ * the drain deadline and every event reach its endpoint within the events
+ * deadline, the ledger audit runs, and one JSON line says what happened.
+ * Exit 0: no violation; 1: a violation; 2: the run could not be made.
  *
  * Everything is on loopback, in a database of its own (payments_chaos unless
  * --database says otherwise: its tables are truncated) and a redis-server of
@@ -33,7 +45,7 @@ import { startProvider } from './lib/processes';
  * database is on the server of DATABASE_URL, or, when Postgres is to be
  * restarted, on a private Postgres cluster the run starts and deletes (the
  * machine's server is never stopped). Every loop is bounded: S seconds of
- * load and faults, each client's own deadline, then the drain deadline.
+ * load and faults, each client's own deadline, then the drain and events deadlines.
  */
 
 const USAGE = `Usage: npm run chaos -- [options]
@@ -45,6 +57,7 @@ const USAGE = `Usage: npm run chaos -- [options]
   --seed N                   the workload and fault draws (default: random, printed)
   --database NAME            the run's database, truncated first; must contain "chaos" (default payments_chaos)
   --drain-seconds S          after the load, how long payments may take to become terminal (default 120)
+  --events-seconds S         after the drain, how long events may take to get a 2xx at their endpoints (default 60)
   --failure-rate R           share of provider calls the mock provider answers 503 without acting (default 0.3)
   --postgres-restarts N      stop and start Postgres N times during the load, fast and immediate shutdowns in turn;
                              the database then lives on a private cluster (Debian's server binaries) (default 0)
@@ -63,13 +76,14 @@ interface ChaosOptions {
   seed: number;
   database: string;
   drainSeconds: number;
+  eventsSeconds: number;
   failureRate: string;
   postgresRestarts: number;
   postgresDownSeconds: number;
   examples: number;
 }
 
-/** Short enough that every payment is terminal seconds after its faults end. */
+/** Short enough that every payment is terminal, and every event delivered, seconds after the faults end. */
 const SERVICE_KNOBS = {
   NODE_ENV: 'production',
   LOG_LEVEL: 'warn',
@@ -89,7 +103,30 @@ const SERVICE_KNOBS = {
   RECONCILE_BACKOFF_CAP_MS: '2000',
   RECONCILE_MAX_ATTEMPTS: '8',
   RECONCILE_CONCURRENCY: '16',
+  // A held send gives up after 1 s, a retry waits 2 s at most, and a killed worker's claim lasts 2·1 + 5 s.
+  WEBHOOK_DISPATCH_INTERVAL_MS: '150',
+  WEBHOOK_TIMEOUT_MS: '1000',
+  WEBHOOK_BACKOFF_BASE_MS: '200',
+  WEBHOOK_BACKOFF_CAP_MS: '2000',
 };
+
+/**
+ * How the merchants' endpoints misbehave: a share of first attempts answered
+ * 500, and a share held past the send's timeout. Every later attempt is
+ * accepted, so the receiver alone costs an event one retry at most.
+ */
+const ENDPOINT_FAULTS = { failFirst: 0.1, holdFirst: 0.03 };
+
+function flakyEndpoint(random: Random): Behaviour {
+  return (attempt) => {
+    if (attempt > 0) return 204;
+    const roll = random();
+    if (roll < ENDPOINT_FAULTS.failFirst) return 500;
+    return roll < ENDPOINT_FAULTS.failFirst + ENDPOINT_FAULTS.holdFirst ? 'hold' : 204;
+  };
+}
+
+const EVENTS_POLL_MS = 250;
 
 /** After Postgres is back, how long the APIs may take to be ready again before the outage counts as not recovered. */
 const POSTGRES_RECOVERY_DEADLINE_MS = 30_000;
@@ -109,6 +146,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
       seed: { type: 'string' },
       database: { type: 'string', default: 'payments_chaos' },
       'drain-seconds': { type: 'string', default: '120' },
+      'events-seconds': { type: 'string', default: '60' },
       'failure-rate': { type: 'string', default: '0.3' },
       'postgres-restarts': { type: 'string', default: '0' },
       'postgres-down-seconds': { type: 'string', default: '3' },
@@ -133,6 +171,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
     seed: values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : int('seed', values.seed, 0, 2 ** 31),
     database: values.database,
     drainSeconds: int('drain-seconds', values['drain-seconds'], 1, 3_600),
+    eventsSeconds: int('events-seconds', values['events-seconds'], 1, 3_600),
     failureRate: values['failure-rate'],
     postgresRestarts: int('postgres-restarts', values['postgres-restarts'], 0, 100),
     postgresDownSeconds: int('postgres-down-seconds', values['postgres-down-seconds'], 1, 60),
@@ -140,18 +179,34 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
   };
 }
 
-/** Creates and migrates the run's database, empties it, and makes the merchants' API keys. */
-async function prepareDatabase(databaseUrl: string, merchants: number): Promise<{ dataSource: DataSource; clients: ChaosClient[] }> {
+/** A merchant's client, and the name of its endpoint on the receiver. */
+interface Merchant extends ChaosClient {
+  endpoint: string;
+}
+
+/**
+ * Creates and migrates the run's database, empties it, and makes the
+ * merchants as client:create makes them: an API key and a webhook endpoint on
+ * the receiver, which is told the endpoint's secret.
+ */
+async function prepareDatabase(
+  databaseUrl: string,
+  merchants: number,
+  receiver: WebhookReceiver,
+  random: Random,
+): Promise<{ dataSource: DataSource; clients: Merchant[] }> {
   const dataSource = await openScratchDatabase(databaseUrl);
   const service = new ClientsService(new ClientsRepository(dataSource));
-  const clients: ChaosClient[] = [];
+  const clients: Merchant[] = [];
   for (let i = 0; i < merchants; i++) {
-    const created = await service.create(`chaos merchant ${i}`);
-    clients.push({ id: created.id, apiKey: created.api_key });
+    const endpoint = `merchant-${i}`;
+    const created = await service.create(`chaos merchant ${i}`, { webhookUrl: receiver.url(endpoint) });
+    receiver.trust(endpoint, created.webhook_secret!);
+    receiver.behave(endpoint, flakyEndpoint(random));
+    clients.push({ id: created.id, apiKey: created.api_key, endpoint });
   }
   return { dataSource, clients };
 }
-
 
 async function readFinalState(dataSource: DataSource): Promise<{ payments: FinalPayment[]; keys: KeyRow[] }> {
   const payments = (await dataSource.query(
@@ -166,6 +221,51 @@ async function readFinalState(dataSource: DataSource): Promise<{ payments: Final
     payments: payments.map((row) => ({ id: row.id, status: row.status, msToTerminal: row.ms })),
     keys: keys.map((row) => ({ clientId: row.client_id, key: row.key, paymentId: row.payment_id })),
   };
+}
+
+/**
+ * Payments before events: a status change commits with its event, so every
+ * status read has its event in the second read. The receipts come last and
+ * only grow.
+ */
+async function readMerchantEvents(
+  dataSource: DataSource,
+  receiver: WebhookReceiver,
+  merchants: readonly Merchant[],
+): Promise<MerchantEventsInput> {
+  const payments = (await dataSource.query(`SELECT id, client_id, status FROM payments`)) as {
+    id: string;
+    client_id: string;
+    status: OwnedPayment['status'];
+  }[];
+  const events = (await dataSource.query(
+    `SELECT id, client_id, type, payment_id, extract(epoch FROM created_at)::float8 * 1000 AS created_at_ms FROM events`,
+  )) as { id: string; client_id: string; type: EventType; payment_id: string; created_at_ms: number }[];
+  return {
+    payments: payments.map((row) => ({ id: row.id, clientId: row.client_id, status: row.status })),
+    events: events.map((row) => ({
+      id: row.id,
+      clientId: row.client_id,
+      type: row.type,
+      paymentId: row.payment_id,
+      createdAtMs: row.created_at_ms,
+    })),
+    endpoints: merchants.map((merchant) => ({ clientId: merchant.id, receipts: receiver.receipts(merchant.endpoint) })),
+  };
+}
+
+/** Polls until no event is missing or the deadline passes; the last read, which the verdict judges. */
+async function waitUntilEventsDelivered(
+  read: () => Promise<MerchantEventsInput>,
+  deadlineMs: number,
+): Promise<{ input: MerchantEventsInput; missing: number }> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const input = await read();
+    const missing = missingEvents(input).length;
+    if (missing === 0 || Date.now() >= deadline) return { input, missing };
+    await delay(EVENTS_POLL_MS);
+  }
 }
 
 function progress(line: string): void {
@@ -197,7 +297,8 @@ async function main(): Promise<number> {
 
   if (options.postgresRestarts > 0) postgres = await startPrivatePostgres();
   const databaseUrl = postgres ? postgres.urlFor(options.database) : databaseUrlNamed(base.databaseUrl, options.database);
-  const { dataSource, clients } = await prepareDatabase(databaseUrl, options.clients);
+  const receiver = await WebhookReceiver.start();
+  const { dataSource, clients } = await prepareDatabase(databaseUrl, options.clients, receiver, mulberry32(options.seed + 3));
   let fleet: Fleet | undefined;
   let provider: Awaited<ReturnType<typeof startProvider>> | undefined;
   try {
@@ -225,7 +326,8 @@ async function main(): Promise<number> {
     };
     fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort }, progress);
     progress(
-      `stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}` +
+      `stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}, ` +
+        `merchant endpoints ${receiver.baseUrl}` +
         (postgres ? `, postgres on port ${postgres.port}` : ''),
     );
 
@@ -265,6 +367,12 @@ async function main(): Promise<number> {
     progress(`load done in ${Date.now() - startedAt} ms; faults stopped (${JSON.stringify(faultCounts)}); draining`);
 
     await waitUntilNonePending(dataSource, options.drainSeconds * 1_000, 250);
+    const drainedAt = Date.now();
+    const { input: merchantEvents, missing } = await waitUntilEventsDelivered(
+      () => readMerchantEvents(dataSource, receiver, clients),
+      options.eventsSeconds * 1_000,
+    );
+    progress(`${merchantEvents.events.length} events, ${missing} without a 2xx, ${Date.now() - drainedAt} ms after the drain`);
     const audit = await runAudit(loadConfig(env), { maxExamples: options.examples, graceMs: 5_000 });
     const { payments, keys } = await readFinalState(dataSource);
     const verdict = judge({
@@ -274,6 +382,7 @@ async function main(): Promise<number> {
       audit,
       outages,
       unexpectedExits: fleet.unexpectedExits,
+      merchantEvents,
       maxExamples: options.examples,
     });
     const line = { ...verdict, faults: faultCounts, seed: options.seed, seconds: Math.round((Date.now() - startedAt) / 1_000) };
@@ -282,6 +391,7 @@ async function main(): Promise<number> {
   } finally {
     await fleet?.stop();
     await provider?.stop();
+    await receiver.close();
     await redis?.kill();
     await dataSource.destroy();
     await postgres?.destroy();

@@ -7,6 +7,7 @@ const ARGS = [
   ['--payments', '300'],
   ['--seconds', '30'],
   ['--drain-seconds', '40'],
+  ['--events-seconds', '20'],
   ['--database', 'payments_chaos_e2e'],
   ['--failure-rate', '0.3'],
   ['--postgres-restarts', '2'],
@@ -19,12 +20,13 @@ const RUN_TIMEOUT_MS = 170_000;
  * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
  * two workers and the provider failing 30 % of its calls, crashes, a Redis
  * flush and a fast and an immediate Postgres restart under retrying clients,
- * then the audit. Its own redis-server and Postgres cluster: nothing here
+ * every merchant's endpoint failing or holding some first attempts, then the
+ * audit and the count of events delivered. Its own redis-server and Postgres cluster: nothing here
  * touches what the other e2e files use.
  */
 describe('npm run chaos (short)', () => {
   it(
-    'ends with every payment terminal, none lost, none charged twice, and exit code 0',
+    'ends with every payment terminal, none lost, none charged twice, every event delivered under one webhook-id, and exit code 0',
     async () => {
       const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
         (settle) => {
@@ -40,6 +42,7 @@ describe('npm run chaos (short)', () => {
         faults: Record<string, number>;
         answers: Record<string, number>;
         postgres_outages: { count: number; answers: Record<string, number> };
+        webhook_receipts: { answers: Record<string, number> };
       };
       expect(summary).toMatchObject({
         ok: true,
@@ -47,6 +50,8 @@ describe('npm run chaos (short)', () => {
         orphan_charges: 0,
         lost: 0,
         non_terminal: 0,
+        events_missing: 0,
+        events_split: 0,
         violations: {
           contradicted: 0,
           reuse_not_refused: 0,
@@ -55,6 +60,8 @@ describe('npm run chaos (short)', () => {
           hangs: 0,
           not_recovered: 0,
           unexpected_exits: 0,
+          events_unverified: 0,
+          events_foreign: 0,
         },
       });
       // Enough happened for the zeros to mean something.
@@ -72,6 +79,10 @@ describe('npm run chaos (short)', () => {
       // While Postgres was down, the clients were told so.
       expect(summary.postgres_outages.count).toBe(2);
       expect(summary.postgres_outages.answers['503 service_unavailable']).toBeGreaterThan(0);
+      // Every final payment announced, and the endpoints' refusals retried.
+      expect(summary.events as number).toBeGreaterThanOrEqual(summary.payments as number);
+      expect(summary.webhook_receipts.answers['500']).toBeGreaterThan(0);
+      expect(summary.webhook_latency_ms).toEqual({ p50: expect.any(Number), p99: expect.any(Number) });
     },
     RUN_TIMEOUT_MS + 5_000,
   );

@@ -1,6 +1,17 @@
 import { type AuditReport, type Example, VIOLATION_KINDS } from '../lib/ledger-audit';
 import type { HttpReply, Reply } from '../lib/payment-client';
-import { type Exchange, type FinalPayment, type KeyRow, type Outage, judge } from './verdict';
+import type { Receipt } from '../lib/webhook-receiver';
+import type { EventType } from '../../src/merchant-events/event';
+import {
+  type EventRow,
+  type Exchange,
+  type FinalPayment,
+  type KeyRow,
+  type MerchantEventsInput,
+  type Outage,
+  judge,
+  missingEvents,
+} from './verdict';
 
 function cleanAudit(overrides: Partial<Record<(typeof VIOLATION_KINDS)[number], number>> = {}): AuditReport {
   const violations = Object.fromEntries(
@@ -37,8 +48,10 @@ function sut(
   audit: AuditReport = cleanAudit(),
   outages: Outage[] = [],
 ) {
-  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, maxExamples: 2 });
+  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, merchantEvents: NO_EVENTS, maxExamples: 2 });
 }
+
+const NO_EVENTS: MerchantEventsInput = { payments: [], events: [], endpoints: [] };
 
 const exchange = (key: string, replies: Reply[], reuse = false): Exchange => ({ clientId: 'c1', key, replies, reuse });
 const paid = (id: string, msToTerminal = 100): FinalPayment => ({ id, status: 'succeeded', msToTerminal });
@@ -72,6 +85,11 @@ describe('judge', () => {
       max_ms_to_terminal: 900,
       requires_review: 1,
       requires_review_charged: 0,
+      events: 0,
+      events_missing: 0,
+      events_split: 0,
+      webhook_latency_ms: { p50: null, p99: null },
+      webhook_receipts: { total: 0, duplicates: 0, answers: {} },
       ok: true,
       by_status: { pending: 0, succeeded: 1, failed: 1, requires_review: 1 },
       answers: {
@@ -92,6 +110,8 @@ describe('judge', () => {
         hangs: 0,
         not_recovered: 0,
         unexpected_exits: 0,
+        events_unverified: 0,
+        events_foreign: 0,
       },
     });
   });
@@ -188,7 +208,16 @@ describe('judge', () => {
   });
 
   it('fails a run in which a process exited without being killed', () => {
-    const verdict = judge({ exchanges: [], payments: [], keys: [], audit: cleanAudit(), outages: [], unexpectedExits: 1, maxExamples: 2 });
+    const verdict = judge({
+      exchanges: [],
+      payments: [],
+      keys: [],
+      audit: cleanAudit(),
+      outages: [],
+      unexpectedExits: 1,
+      merchantEvents: NO_EVENTS,
+      maxExamples: 2,
+    });
     expect(verdict).toMatchObject({ ok: false, violations: { unexpected_exits: 1 } });
   });
 
@@ -244,6 +273,202 @@ describe('judge', () => {
     it('fails an outage after which the APIs were never ready again', () => {
       const verdict = sut([], [], [], cleanAudit(), [outage, { ...outage, recoveryMs: null }]);
       expect(verdict).toMatchObject({ ok: false, violations: { not_recovered: 1 }, postgres_outages: { max_recovery_ms: 400 } });
+    });
+  });
+
+  describe('merchant events', () => {
+    const event = (id: string, paymentId: string, type: EventType, createdAtMs = 1_000, clientId = 'c1'): EventRow => ({
+      id,
+      clientId,
+      type,
+      paymentId,
+      createdAtMs,
+    });
+    const body = (webhookId: string, paymentId: string, type: EventType) =>
+      JSON.stringify({ id: webhookId, object: 'event', type, data: { object: { id: paymentId } } });
+    const receipt = (
+      webhookId: string,
+      paymentId: string,
+      type: EventType,
+      answer: Receipt['answer'],
+      at: number,
+      verified = true,
+    ): Receipt => ({ webhookId, body: body(webhookId, paymentId, type), verified, answer, at });
+    const judgeEvents = (merchantEvents: MerchantEventsInput) =>
+      judge({
+        exchanges: [],
+        payments: [],
+        keys: [],
+        audit: cleanAudit(),
+        outages: [],
+        unexpectedExits: 0,
+        merchantEvents,
+        maxExamples: 2,
+      });
+
+    it('passes every status change delivered once or more under its one webhook-id, and measures from commit to first 2xx', () => {
+      const verdict = judgeEvents({
+        payments: [
+          { id: 'pay_1', clientId: 'c1', status: 'succeeded' },
+          { id: 'pay_2', clientId: 'c2', status: 'failed' },
+        ],
+        events: [
+          event('evt_a', 'pay_1', 'payment.requires_review', 1_000),
+          event('evt_b', 'pay_1', 'payment.succeeded', 2_000),
+          event('evt_c', 'pay_2', 'payment.failed', 1_000, 'c2'),
+        ],
+        endpoints: [
+          {
+            clientId: 'c1',
+            receipts: [
+              receipt('evt_a', 'pay_1', 'payment.requires_review', 500, 1_010),
+              receipt('evt_a', 'pay_1', 'payment.requires_review', 204, 1_300),
+              receipt('evt_b', 'pay_1', 'payment.succeeded', 204, 2_050),
+              // At least once: the same webhook-id again after its 2xx is a duplicate, not a violation.
+              receipt('evt_b', 'pay_1', 'payment.succeeded', 204, 9_000),
+            ],
+          },
+          {
+            clientId: 'c2',
+            receipts: [
+              receipt('evt_c', 'pay_2', 'payment.failed', 'held', 1_020),
+              receipt('evt_c', 'pay_2', 'payment.failed', 204, 3_000),
+            ],
+          },
+        ],
+      });
+
+      expect(verdict).toMatchObject({
+        ok: true,
+        events: 3,
+        events_missing: 0,
+        events_split: 0,
+        webhook_latency_ms: { p50: 300, p99: 2_000 },
+        webhook_receipts: { total: 6, duplicates: 1, answers: { '204': 4, '500': 1, held: 1 } },
+        violations: { events_unverified: 0, events_foreign: 0 },
+      });
+      expect(verdict.examples).toBeUndefined();
+    });
+
+    it('takes the nearest-rank median and 99th percentile of the latencies', () => {
+      const events = Array.from({ length: 200 }, (_, i) => event(`evt_${i}`, `pay_${i}`, 'payment.succeeded', 0));
+      const verdict = judgeEvents({
+        payments: [],
+        events,
+        endpoints: [{ clientId: 'c1', receipts: events.map((e, i) => receipt(e.id, e.paymentId, e.type, 200, i + 1)) }],
+      });
+      expect(verdict.webhook_latency_ms).toEqual({ p50: 100, p99: 198 });
+    });
+
+    it('counts an event that never got a 2xx, or got it only at another client’s endpoint, as missing', () => {
+      const verdict = judgeEvents({
+        payments: [
+          { id: 'pay_1', clientId: 'c1', status: 'succeeded' },
+          { id: 'pay_2', clientId: 'c1', status: 'failed' },
+        ],
+        events: [event('evt_a', 'pay_1', 'payment.succeeded'), event('evt_b', 'pay_2', 'payment.failed')],
+        endpoints: [
+          {
+            clientId: 'c1',
+            receipts: [
+              receipt('evt_a', 'pay_1', 'payment.succeeded', 500, 1_100),
+              receipt('evt_a', 'pay_1', 'payment.succeeded', 'held', 1_500),
+            ],
+          },
+          { clientId: 'c2', receipts: [receipt('evt_b', 'pay_2', 'payment.failed', 204, 1_100)] },
+        ],
+      });
+
+      expect(verdict).toMatchObject({ ok: false, events_missing: 2, violations: { events_foreign: 1 } });
+      expect(verdict.examples?.events_missing).toEqual([
+        { event_id: 'evt_a', payment_id: 'pay_1', type: 'payment.succeeded', why: 'no 2xx at its endpoint' },
+        { event_id: 'evt_b', payment_id: 'pay_2', type: 'payment.failed', why: 'no 2xx at its endpoint' },
+      ]);
+    });
+
+    it('counts a final status that no event announces as missing, and asks nothing of a pending payment', () => {
+      const input: MerchantEventsInput = {
+        payments: [
+          { id: 'pay_1', clientId: 'c1', status: 'succeeded' },
+          { id: 'pay_2', clientId: 'c1', status: 'pending' },
+        ],
+        // Announced its review, never its success.
+        events: [event('evt_a', 'pay_1', 'payment.requires_review')],
+        endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.requires_review', 204, 1_100)] }],
+      };
+
+      expect(missingEvents(input)).toEqual([
+        { event_id: null, payment_id: 'pay_1', type: 'payment.succeeded', why: 'no event announces its status' },
+      ]);
+      expect(judgeEvents(input)).toMatchObject({ ok: false, events_missing: 1 });
+    });
+
+    it('has nothing missing once every event got its 2xx: the end of the run’s wait', () => {
+      expect(
+        missingEvents({
+          payments: [{ id: 'pay_1', clientId: 'c1', status: 'failed' }],
+          events: [event('evt_a', 'pay_1', 'payment.failed')],
+          endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.failed', 204, 1_100)] }],
+        }),
+      ).toEqual([]);
+    });
+
+    it('counts one status change received under two webhook-ids as split', () => {
+      const verdict = judgeEvents({
+        payments: [{ id: 'pay_1', clientId: 'c1', status: 'succeeded' }],
+        events: [event('evt_a', 'pay_1', 'payment.succeeded')],
+        endpoints: [
+          {
+            clientId: 'c1',
+            receipts: [
+              receipt('evt_a', 'pay_1', 'payment.succeeded', 204, 1_100),
+              receipt('evt_z', 'pay_1', 'payment.succeeded', 204, 1_200),
+            ],
+          },
+        ],
+      });
+
+      expect(verdict).toMatchObject({ ok: false, events_missing: 0, events_split: 1, webhook_receipts: { duplicates: 0 } });
+      expect(verdict.examples?.events_split).toEqual([{ change: 'pay_1 payment.succeeded', webhook_ids: 'evt_a,evt_z' }]);
+    });
+
+    it('counts a receipt whose signature did not verify, even one answered 2xx', () => {
+      const verdict = judgeEvents({
+        payments: [{ id: 'pay_1', clientId: 'c1', status: 'succeeded' }],
+        events: [event('evt_a', 'pay_1', 'payment.succeeded')],
+        endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.succeeded', 204, 1_100, false)] }],
+      });
+
+      expect(verdict).toMatchObject({ ok: false, violations: { events_unverified: 1 } });
+      expect(verdict.examples?.events_unverified).toEqual([{ client_id: 'c1', webhook_id: 'evt_a' }]);
+    });
+
+    it('counts a receipt about another client’s payment, an unknown one or no event at all as foreign', () => {
+      const verdict = judgeEvents({
+        payments: [
+          { id: 'pay_1', clientId: 'c1', status: 'succeeded' },
+          { id: 'pay_2', clientId: 'c2', status: 'succeeded' },
+        ],
+        events: [event('evt_a', 'pay_1', 'payment.succeeded'), event('evt_b', 'pay_2', 'payment.succeeded', 1_000, 'c2')],
+        endpoints: [
+          { clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.succeeded', 204, 1_100)] },
+          {
+            clientId: 'c2',
+            receipts: [
+              receipt('evt_b', 'pay_2', 'payment.succeeded', 204, 1_100),
+              receipt('evt_a', 'pay_1', 'payment.succeeded', 204, 1_200),
+              receipt('evt_x', 'pay_404', 'payment.succeeded', 204, 1_300),
+              { webhookId: 'evt_y', body: 'not json', verified: true, answer: 204, at: 1_400 },
+            ],
+          },
+        ],
+      });
+
+      expect(verdict).toMatchObject({ ok: false, events_missing: 0, violations: { events_foreign: 3 } });
+      expect(verdict.examples?.events_foreign).toEqual([
+        { client_id: 'c2', webhook_id: 'evt_a', payment_id: 'pay_1', owner: 'c1' },
+        { client_id: 'c2', webhook_id: 'evt_x', payment_id: 'pay_404', owner: null },
+      ]);
     });
   });
 });

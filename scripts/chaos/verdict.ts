@@ -1,5 +1,7 @@
 import type { AuditReport, Example } from '../lib/ledger-audit';
 import type { HttpReply, Reply } from '../lib/payment-client';
+import type { Receipt } from '../lib/webhook-receiver';
+import type { EventResource, EventType } from '../../src/merchant-events/event';
 import type { PaymentStatus } from '../../src/payments/payment';
 
 /**
@@ -30,6 +32,36 @@ export interface KeyRow {
   paymentId: string;
 }
 
+/** A payment at the end and its client: the one whose endpoint its events must reach. */
+export interface OwnedPayment {
+  id: string;
+  clientId: string;
+  status: PaymentStatus;
+}
+
+/** A row of the events table: one status change of one payment. */
+export interface EventRow {
+  id: string;
+  clientId: string;
+  type: EventType;
+  paymentId: string;
+  /** created_at (epoch ms): the start of the transaction that committed the change. */
+  createdAtMs: number;
+}
+
+/** Every request one client's webhook endpoint received. */
+export interface EndpointReceipts {
+  clientId: string;
+  receipts: readonly Receipt[];
+}
+
+/** What the database says was announced, and what the merchants' endpoints got. */
+export interface MerchantEventsInput {
+  payments: readonly OwnedPayment[];
+  events: readonly EventRow[];
+  endpoints: readonly EndpointReceipts[];
+}
+
 /** One time Postgres was down: from the stop until it accepted connections again (epoch ms). */
 export interface Outage {
   fromMs: number;
@@ -46,6 +78,7 @@ interface VerdictInput {
   outages: readonly Outage[];
   /** APIs and workers that exited without being killed: no fault may bring one down. */
   unexpectedExits: number;
+  merchantEvents: MerchantEventsInput;
   maxExamples: number;
 }
 
@@ -61,6 +94,20 @@ interface Verdict {
   requires_review: number;
   /** Of those, the ones whose charge succeeded after all: a person will refund or confirm them. */
   requires_review_charged: number;
+  /** Rows of the events table: status changes announced. */
+  events: number;
+  /** An event that never got a 2xx at its client's endpoint, or a final status no event announces. */
+  events_missing: number;
+  /** One status change (payment and event type) received under more than one webhook-id. */
+  events_split: number;
+  /** From an event's commit to its first 2xx at the endpoint. */
+  webhook_latency_ms: { p50: number | null; p99: number | null };
+  /**
+   * What the endpoints received, answers by status ('held': left unanswered
+   * past the send's timeout), and duplicates: a 2xx for a webhook-id that had
+   * one already. At least once allows them; the webhook-id lets the merchant drop them.
+   */
+  webhook_receipts: { total: number; duplicates: number; answers: Record<string, number> };
   /** No violation of any kind. */
   ok: boolean;
   by_status: Record<PaymentStatus, number>;
@@ -95,6 +142,10 @@ interface Verdict {
     not_recovered: number;
     /** APIs and workers that exited on their own (their last lines are in the progress log). */
     unexpected_exits: number;
+    /** Receipts whose Standard Webhooks signature did not verify with the endpoint's client's secret. */
+    events_unverified: number;
+    /** Receipts at an endpoint about a payment of another client, or about none. */
+    events_foreign: number;
   };
   examples?: Record<string, Example[]>;
 }
@@ -215,6 +266,7 @@ export function judge(input: VerdictInput): Verdict {
   }
   const auditViolations = Object.values(audited).reduce((sum, found) => sum + found.count, 0);
   const doubleCharges = audited.double_charge.count + audited.order_charged_twice.count + keysChargedTwice;
+  const merchantEvents = judgeMerchantEvents(input.merchantEvents, note);
   const violations = {
     contradicted,
     reuse_not_refused: reuseNotRefused,
@@ -223,6 +275,8 @@ export function judge(input: VerdictInput): Verdict {
     hangs,
     not_recovered: input.outages.filter((outage) => outage.recoveryMs === null).length,
     unexpected_exits: input.unexpectedExits,
+    events_unverified: merchantEvents.unverified,
+    events_foreign: merchantEvents.foreign,
   };
   const verdict: Verdict = {
     requests,
@@ -235,11 +289,18 @@ export function judge(input: VerdictInput): Verdict {
     max_ms_to_terminal: Math.round(maxMsToTerminal),
     requires_review: byStatus.requires_review,
     requires_review_charged: input.audit.requires_review_charged,
+    events: input.merchantEvents.events.length,
+    events_missing: merchantEvents.missing,
+    events_split: merchantEvents.split,
+    webhook_latency_ms: merchantEvents.latencyMs,
+    webhook_receipts: merchantEvents.receipts,
     ok:
       doubleCharges === 0 &&
       audited.orphan_charge.count === 0 &&
       lost === 0 &&
       byStatus.pending === 0 &&
+      merchantEvents.missing === 0 &&
+      merchantEvents.split === 0 &&
       Object.values(violations).every((count) => count === 0),
     by_status: byStatus,
     answers,
@@ -254,4 +315,129 @@ export function judge(input: VerdictInput): Verdict {
   };
   if (Object.keys(examples).length > 0) verdict.examples = examples;
   return verdict;
+}
+
+const is2xx = (receipt: Receipt) => typeof receipt.answer === 'number' && receipt.answer >= 200 && receipt.answer < 300;
+const receivedKey = (clientId: string, webhookId: string) => `${clientId} ${webhookId}`;
+
+/**
+ * When each webhook-id first got a 2xx, by endpoint (receipts are kept in
+ * arrival order): an event counts as delivered only at its own client's.
+ */
+function firstDeliveries(endpoints: readonly EndpointReceipts[]): Map<string, number> {
+  const first = new Map<string, number>();
+  for (const endpoint of endpoints) {
+    for (const receipt of endpoint.receipts) {
+      const key = receivedKey(endpoint.clientId, receipt.webhookId);
+      if (is2xx(receipt) && !first.has(key)) first.set(key, receipt.at);
+    }
+  }
+  return first;
+}
+
+/**
+ * What the merchants were never told: events with no 2xx at their client's
+ * endpoint, and final payments whose status no event announces (a change
+ * committed without its event). Empty is also the end of the chaos run's wait.
+ */
+export function missingEvents(input: MerchantEventsInput): Example[] {
+  const delivered = firstDeliveries(input.endpoints);
+  const missing: Example[] = [];
+  for (const event of input.events) {
+    if (!delivered.has(receivedKey(event.clientId, event.id))) {
+      missing.push({ event_id: event.id, payment_id: event.paymentId, type: event.type, why: 'no 2xx at its endpoint' });
+    }
+  }
+  const announced = new Set(input.events.map((event) => `${event.paymentId} ${event.type}`));
+  for (const payment of input.payments) {
+    if (payment.status !== 'pending' && !announced.has(`${payment.id} payment.${payment.status}`)) {
+      const type = `payment.${payment.status}`;
+      missing.push({ event_id: null, payment_id: payment.id, type, why: 'no event announces its status' });
+    }
+  }
+  return missing;
+}
+
+/** The nearest-rank percentile of ascending `sorted`, rounded to the millisecond. */
+function percentile(sorted: readonly number[], share: number): number | null {
+  if (sorted.length === 0) return null;
+  return Math.round(sorted[Math.max(0, Math.ceil(share * sorted.length) - 1)]);
+}
+
+/** The payment and type a received body announces, or undefined for a body that is no event. */
+function announcedBy(body: string): { paymentId: string; type: string } | undefined {
+  try {
+    const event = JSON.parse(body) as Partial<EventResource>;
+    const paymentId = event.data?.object?.id;
+    return typeof paymentId === 'string' && typeof event.type === 'string' ? { paymentId, type: event.type } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function judgeMerchantEvents(input: MerchantEventsInput, note: (kind: string, example: Example) => void) {
+  const missing = missingEvents(input);
+  for (const example of missing) note('events_missing', example);
+
+  const delivered = firstDeliveries(input.endpoints);
+  const latencies = input.events
+    .flatMap((event) => {
+      const at = delivered.get(receivedKey(event.clientId, event.id));
+      return at === undefined ? [] : [at - event.createdAtMs];
+    })
+    .sort((a, b) => a - b);
+
+  const ownerOf = new Map(input.payments.map((payment) => [payment.id, payment.clientId]));
+  const webhookIdsByChange = new Map<string, Set<string>>();
+  const answers: Record<string, number> = {};
+  const acknowledged = new Set<string>();
+  let total = 0;
+  let duplicates = 0;
+  let unverified = 0;
+  let foreign = 0;
+  for (const endpoint of input.endpoints) {
+    for (const receipt of endpoint.receipts) {
+      total++;
+      answers[String(receipt.answer)] = (answers[String(receipt.answer)] ?? 0) + 1;
+      const key = receivedKey(endpoint.clientId, receipt.webhookId);
+      if (is2xx(receipt)) {
+        if (acknowledged.has(key)) duplicates++;
+        acknowledged.add(key);
+      }
+      if (!receipt.verified) {
+        unverified++;
+        note('events_unverified', { client_id: endpoint.clientId, webhook_id: receipt.webhookId });
+      }
+      const change = announcedBy(receipt.body);
+      const owner = change && ownerOf.get(change.paymentId);
+      if (owner !== endpoint.clientId) {
+        foreign++;
+        note('events_foreign', {
+          client_id: endpoint.clientId,
+          webhook_id: receipt.webhookId,
+          payment_id: change?.paymentId ?? null,
+          owner: owner ?? null,
+        });
+      }
+      if (change) {
+        const changeKey = `${change.paymentId} ${change.type}`;
+        webhookIdsByChange.set(changeKey, (webhookIdsByChange.get(changeKey) ?? new Set()).add(receipt.webhookId));
+      }
+    }
+  }
+  let split = 0;
+  for (const [change, webhookIds] of webhookIdsByChange) {
+    if (webhookIds.size < 2) continue;
+    split++;
+    note('events_split', { change, webhook_ids: [...webhookIds].join(',') });
+  }
+
+  return {
+    missing: missing.length,
+    split,
+    unverified,
+    foreign,
+    latencyMs: { p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) },
+    receipts: { total, duplicates, answers },
+  };
 }
