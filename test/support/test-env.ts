@@ -12,8 +12,14 @@ import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.co
  * its configuration, the queue prefix a file keeps to itself, and API clients.
  */
 
-/** The e2e database: DATABASE_URL when set, else payments_test on the local server. */
-export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
+/**
+ * The suite's database: TEST_DATABASE_URL when set, else payments_test on the
+ * local server. Never DATABASE_URL: one exported for a development stack must
+ * not become the database the suite empties.
+ */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
+// What the specs spawn inherits the suite's database, whatever the shell exported.
+process.env.DATABASE_URL = TEST_DATABASE_URL;
 
 /** The suite truncates tables: it refuses any database whose name does not say "test". */
 export function assertTestDatabase(url: string): void {
