@@ -1,0 +1,44 @@
+import request from 'supertest';
+import { useInProcessStack } from './support/in-process-app';
+
+/**
+ * What the fuzz suite (test/fuzz.e2e-spec.ts, npm run fuzz) found, pinned
+ * as plain cases so each stays fixed whatever the seed draws.
+ */
+describe("the fuzz suite's findings", () => {
+  const stack = useInProcessStack();
+  const payment = { amount: 500, currency: 'USD', payment_method: 'pm_card_ok' };
+
+  async function paymentsRows(): Promise<number> {
+    const [{ n }] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[];
+    return n;
+  }
+
+  describe('a /v1 path in other letter case (Express routes it all the same)', () => {
+    it('is refused without a key, for a list', async () => {
+      const res = await request(stack.url).get('/V1/PAYMENTS');
+
+      expect(res.status).toBe(401);
+      expect(res.body.error).toMatchObject({ type: 'authentication_error', code: 'unauthenticated' });
+    });
+
+    it('is refused without a key, for a create, and writes nothing (it was a 500)', async () => {
+      const res = await request(stack.url).post('/V1/Payments').set('Idempotency-Key', 'k-1').send(payment);
+
+      expect(res.status).toBe(401);
+      expect(await paymentsRows()).toBe(0);
+    });
+
+    it("is the caller's own with a key", async () => {
+      const res = await request(stack.url)
+        .post('/V1/PAYMENTS')
+        .set('Authorization', `Bearer ${stack.apiKey}`)
+        .set('Idempotency-Key', 'k-2')
+        .send(payment);
+      const listed = await request(stack.url).get('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`);
+
+      expect(res.status).toBe(201);
+      expect(listed.body.data).toEqual([expect.objectContaining({ id: res.body.id })]);
+    });
+  });
+});
