@@ -1,3 +1,4 @@
+import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
 import { useInProcessStack } from './support/in-process-app';
 
@@ -40,5 +41,36 @@ describe("the fuzz suite's findings", () => {
       expect(res.status).toBe(201);
       expect(listed.body.data).toEqual([expect.objectContaining({ id: res.body.id })]);
     });
+  });
+
+  it('refuses a signed provider event whose version payments.provider_version cannot hold, and writes nothing (it was a 500)', async () => {
+    const created = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', 'k-3')
+      .send({ ...payment, payment_method: 'pm_card_pending' });
+    const id = created.body.id as string;
+    const event = {
+      id: 'evt_version_overflow',
+      type: 'charge.succeeded',
+      created_at: new Date().toISOString(),
+      data: { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null, provider_key: `pk_${id}`, reference: id, version: 2 ** 31 },
+    };
+    const body = JSON.stringify(event);
+    const at = new Date();
+
+    const res = await request(stack.url)
+      .post('/v1/provider/events')
+      .set('Content-Type', 'application/json')
+      .set('webhook-id', event.id)
+      .set('webhook-timestamp', String(Math.floor(at.getTime() / 1000)))
+      .set('webhook-signature', new Webhook(stack.config.providerEvents.secret).sign(event.id, at, body))
+      .send(body);
+
+    expect(created.status).toBe(202);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'parameter_invalid' });
+    const [{ n }] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM processed_messages')) as { n: number }[];
+    expect(n).toBe(0);
   });
 });
