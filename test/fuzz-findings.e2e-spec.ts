@@ -1,6 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import request from 'supertest';
 import { useInProcessStack } from './support/in-process-app';
+import { parseRaw, sendRaw } from './support/raw-http';
 
 /**
  * What the fuzz suite (test/fuzz.e2e-spec.ts, npm run fuzz) found, pinned
@@ -72,5 +73,26 @@ describe("the fuzz suite's findings", () => {
     expect(res.body.error).toMatchObject({ code: 'parameter_invalid' });
     const [{ n }] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM processed_messages')) as { n: number }[];
     expect(n).toBe(0);
+  });
+
+  describe("requests Node's HTTP server answers or drops on its own, in the envelope instead", () => {
+    it.each([
+      ['an HTTP/1.1 request without Host', 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 'request_malformed'],
+      ['CONNECT to a path with routes', 'CONNECT /v1/payments HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'method_not_allowed'],
+      ['CONNECT to an authority', 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n', 404, 'route_not_found'],
+    ])('answers %s', async (_case, bytes, status, code) => {
+      const answer = parseRaw(await sendRaw(stack.url, bytes, { endWrites: false }));
+
+      expect(answer.status).toBe(status);
+      expect(answer.headers).toMatchObject({ 'content-type': expect.stringMatching(/^application\/json/), 'x-content-type-options': 'nosniff' });
+      expect(answer.headers['x-request-id']).toMatch(/^req_/);
+      expect(answer.body).toEqual({ error: { type: 'invalid_request_error', code, message: expect.any(String) } });
+    });
+
+    it('still reads an HTTP/1.0 request without Host, which needs none', async () => {
+      const answer = parseRaw(await sendRaw(stack.url, 'GET /health/live HTTP/1.0\r\n\r\n', { endWrites: false }));
+
+      expect(answer.status).toBe(200);
+    });
   });
 });
