@@ -80,6 +80,8 @@ describe("the fuzz suite's findings", () => {
       ['an HTTP/1.1 request without Host', 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 'request_malformed'],
       ['CONNECT to a path with routes', 'CONNECT /v1/payments HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'method_not_allowed'],
       ['CONNECT to an authority', 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n', 404, 'route_not_found'],
+      // Its first answer threw from the router and took the process down.
+      ['CONNECT to a path that does not decode', 'CONNECT /v1/payments/% HTTP/1.1\r\nHost: x\r\n\r\n', 404, 'route_not_found'],
     ])('answers %s', async (_case, bytes, status, code) => {
       const answer = parseRaw(await sendRaw(stack.url, bytes, { endWrites: false }));
 
