@@ -78,6 +78,7 @@ describe("the fuzz suite's findings", () => {
   describe("requests Node's HTTP server answers or drops on its own, in the envelope instead", () => {
     it.each([
       ['an HTTP/1.1 request without Host', 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 'request_malformed'],
+      ['an expectation other than 100-continue', 'GET /health/live HTTP/1.1\r\nHost: x\r\nExpect: junk\r\n\r\n', 417, 'expectation_failed'],
       ['CONNECT to a path with routes', 'CONNECT /v1/payments HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'method_not_allowed'],
       ['CONNECT to an authority', 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n', 404, 'route_not_found'],
       // Its first answer threw from the router and took the process down.

@@ -63,3 +63,27 @@ export function answerConnectInEnvelope(server: Server, allowedAt: (path: string
     socket.end(rawResponse(reply, requestId));
   });
 }
+
+/**
+ * An Expect other than 100-continue, which Node answers itself with a bare
+ * 417 unless the server listens for it: the same 417, in the envelope. The
+ * request goes no further (RFC 9110 10.1.1).
+ */
+export function answerExpectationsInEnvelope(server: Server): void {
+  const logger = new Logger('HttpParser');
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const requestId = newRequestId();
+    const reply = errorReply(new TransportError(TransportErrorCode.ExpectationFailed, 'Only the expectation 100-continue is met.'));
+    logger.warn({ msg: 'expectation refused', requestId, expect: String(request.headers.expect).slice(0, 100) });
+    response
+      .writeHead(reply.status, {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(reply.body),
+        ...ANSWER_HEADERS,
+        [REQUEST_ID_HEADER]: requestId,
+        ...reply.headers,
+        Connection: 'close',
+      })
+      .end(reply.body);
+  });
+}

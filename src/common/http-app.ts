@@ -9,7 +9,7 @@ import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
 import { allowedMethods } from './allowed-methods';
-import { answerClientErrorsInEnvelope, answerConnectInEnvelope } from './client-error';
+import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './client-error';
 import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
@@ -61,6 +61,7 @@ export function configureHttpApp(app: INestApplication): void {
   const server = app.getHttpServer() as Server;
   answerClientErrorsInEnvelope(server);
   answerConnectInEnvelope(server, (path) => allowedMethods(expressApp.router, path));
+  answerExpectationsInEnvelope(server);
   // Node answers an HTTP/1.1 request without Host with a bare 400 of its
   // own before any middleware runs; the first middleware below refuses it
   // in the envelope instead.
