@@ -23,12 +23,15 @@ export interface IdRef {
   index: number;
 }
 
+/** The resources a client lists and reads by id: its payments, and the events announcing their outcomes. */
+export type Resource = 'payments' | 'events';
+
 export type Target =
   | { kind: 'literal'; target: string }
-  /** GET /v1/payments/<id>: 200 for the sender's own payment, 404 for the other client's. */
-  | { kind: 'payment'; ref: IdRef }
-  /** GET /v1/payments?starting_after=<id>: another client's payment is no cursor (400). */
-  | { kind: 'cursor'; ref: IdRef; extra: string };
+  /** GET /v1/<resource>/<id>: 200 for the sender's own, 404 for the other client's. */
+  | { kind: 'one'; resource: Resource; ref: IdRef }
+  /** GET /v1/<resource>?starting_after=<id>: another client's id is no cursor (400). */
+  | { kind: 'cursor'; resource: Resource; ref: IdRef; extra: string };
 
 export interface TextBody {
   kind: 'text';
@@ -94,6 +97,7 @@ const CARDS = ['pm_card_ok', 'pm_card_ok', 'pm_card_ok', 'pm_card_declined', 'pm
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
 const who: fc.Arbitrary<Who> = fc.constantFrom('A', 'B');
+const resource: fc.Arbitrary<Resource> = fc.constantFrom('payments', 'payments', 'events');
 
 /** One UTF-16 code unit from the surrogate range: a lone surrogate once on its own. */
 const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit));
@@ -389,7 +393,18 @@ const queryPart = fc.oneof(
   },
 );
 
-/** GET /v1/payments with a query of any shape, and GET /v1/payments/<id> of the sender's own payments. */
+const eventQueryPart = fc.oneof(
+  { arbitrary: queryPart, weight: 3 },
+  {
+    arbitrary: fc.oneof(
+      fc.constantFrom('payment.succeeded', 'payment.failed', 'payment.requires_review', 'payment.pending', 'payment.*', '', '%00'),
+      fc.string({ maxLength: 30 }).map(encodeURIComponent),
+    ).map((type) => `type=${type}`),
+    weight: 1,
+  },
+);
+
+/** A list with a query of any shape, and the sender's own payments and events by id. */
 const readRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
   fc.record({ as: who, auth, parts: fc.array(queryPart, { maxLength: 3 }), extra: extraHeaders }).map(({ as, auth: credentials, parts, extra }): FuzzRequest => ({
     ...base('read'),
@@ -399,24 +414,32 @@ const readRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
     auth: credentials,
     headers: extra,
   })),
-  fc.record({ as: who, index: fc.nat() }).map(({ as, index }): FuzzRequest => ({
+  fc.record({ as: who, auth, parts: fc.array(eventQueryPart, { maxLength: 3 }) }).map(({ as, auth: credentials, parts }): FuzzRequest => ({
     ...base('read'),
     as,
     method: 'GET',
-    target: { kind: 'payment', ref: { of: 'own', index } },
+    target: { kind: 'literal', target: parts.length === 0 ? '/v1/events' : `/v1/events?${parts.join('&')}` },
+    auth: credentials,
+    headers: [],
+  })),
+  fc.record({ as: who, index: fc.nat(), resource }).map(({ as, index, resource: kind }): FuzzRequest => ({
+    ...base('read'),
+    as,
+    method: 'GET',
+    target: { kind: 'one', resource: kind, ref: { of: 'own', index } },
     auth: { kind: 'bearer', credential: 'own', scheme: 'Bearer', gap: ' ', tail: '' },
     headers: [],
   })),
 );
 
-/** The other client's payments, asked for by id and used as a cursor, with the sender's own key. */
+/** The other client's payments and events, asked for by id and used as a cursor, with the sender's own key. */
 const probeRequest: fc.Arbitrary<FuzzRequest> = fc
-  .record({ as: who, ref: idRef.map((ref): IdRef => ({ ...ref, of: 'peer' })), cursor: fc.boolean(), extra: fc.constantFrom('', '&limit=100', '&limit=1') })
-  .map(({ as, ref, cursor, extra }): FuzzRequest => ({
+  .record({ as: who, ref: idRef.map((ref): IdRef => ({ ...ref, of: 'peer' })), resource, cursor: fc.boolean(), extra: fc.constantFrom('', '&limit=100', '&limit=1') })
+  .map(({ as, ref, resource: kind, cursor, extra }): FuzzRequest => ({
     ...base('probe'),
     as,
     method: 'GET',
-    target: cursor ? { kind: 'cursor', ref, extra } : { kind: 'payment', ref },
+    target: cursor ? { kind: 'cursor', resource: kind, ref, extra } : { kind: 'one', resource: kind, ref },
     auth: { kind: 'bearer', credential: 'own', scheme: 'Bearer', gap: ' ', tail: '' },
     headers: [],
   }));
@@ -433,11 +456,12 @@ const pathSegment = fc.oneof(
 const pathTarget: fc.Arbitrary<string> = fc.oneof(
   { arbitrary: pathSegment.map((segment) => `/v1/payments/${segment}`), weight: 6 },
   { arbitrary: fc.tuple(pathSegment, pathSegment).map(([one, two]) => `/v1/payments/${one}/${two}`), weight: 1 },
+  { arbitrary: pathSegment.map((segment) => `/v1/events/${segment}`), weight: 2 },
   { arbitrary: pathSegment.map((segment) => `/v1/${segment}`), weight: 1 },
   { arbitrary: pathSegment.map((segment) => `/${segment}`), weight: 1 },
   {
     arbitrary: fc.constantFrom('/v1/payments/', '/v1/payments//', '/v1/payments/.', '/v1/payments%2F', '/V1/PAYMENTS', '/v1/Payments', '/v1', '/v1/',
-      '/v2/payments', '/health/../v1/payments', '/v1/./payments', '//v1/payments', '/v1/provider/events/', '/v1/provider', '/metrics', '/docs',
+      '/v2/payments', '/v1/events/', '/V1/EVENTS', '/v1/events//', '/health/../v1/payments', '/v1/./payments', '//v1/payments', '/v1/provider/events/', '/v1/provider', '/metrics', '/docs',
       '/docs-json', '/health/live', '/health/ready', '/health/live/x', '*', '', 'v1/payments', 'http://127.0.0.1/v1/payments', '/v1/payments#x',
       '/v1/payments?', '/%00', '/v1/payments/%00/', '/v1/provider/events?x=1'),
     weight: 3,

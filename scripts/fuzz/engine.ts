@@ -6,6 +6,7 @@ import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { createDataSource } from '../../src/database/data-source';
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
+import { WEBHOOKS_QUEUE } from '../../src/merchant-events/webhooks.constants';
 import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
 import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from '../lib/processes';
 import { type FuzzRequest, type Who, fuzzBatch } from './arbitraries';
@@ -158,12 +159,14 @@ function errorCodeOf(sent: Exchange): string | undefined {
   }
 }
 
-async function dropQueue(redisUrl: string, prefix: string): Promise<void> {
-  const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: redisUrl }, prefix });
-  try {
-    await queue.obliterate({ force: true });
-  } finally {
-    await queue.close();
+async function dropQueues(redisUrl: string, prefix: string): Promise<void> {
+  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
+    const queue = new Queue(name, { connection: { url: redisUrl }, prefix });
+    try {
+      await queue.obliterate({ force: true });
+    } finally {
+      await queue.close();
+    }
   }
 }
 
@@ -194,8 +197,17 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
     api = await startApiProcess({ ...env, PROVIDER_URL: provider.url });
     if (options.worker) worker = await startWorkerProcess({ ...env, PROVIDER_URL: provider.url });
     const runningApi = api;
+    // A crash is the worst answer of all: recorded once with the API's last words, and the run stops sending.
+    let apiExit: string | undefined;
+    void api.exited.then((exit) => (apiExit = `the API process exited (${JSON.stringify(exit)}); its last lines:\n${runningApi.output().slice(-20).join('\n')}`));
 
-    const state: RunState = { baseUrl: api.url, apiKeys: { A: a.api_key, B: b.api_key }, webhookSecret, payments: { A: [], B: [] } };
+    const state: RunState = {
+      baseUrl: api.url,
+      apiKeys: { A: a.api_key, B: b.api_key },
+      webhookSecret,
+      ids: { payments: { A: [], B: [] }, events: { A: [], B: [] } },
+    };
+    const whoIs = (clientId: string): Who | undefined => (clientId === clientIds.A ? 'A' : clientId === clientIds.B ? 'B' : undefined);
     const owners = new Map<string, Who>();
     const keys: Record<Who, Set<string>> = { A: new Set(), B: new Set() };
     const summary: FuzzSummary = {
@@ -264,10 +276,26 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
       }
       expected = now;
 
+      // Events are made by the server as payments settle: the run learns their owners from the table, never from an answer.
+      const events = (await dataSource.query(
+        'SELECT id, client_id FROM events WHERE client_id = ANY($1) ORDER BY created_at DESC LIMIT 100',
+        [[clientIds.A, clientIds.B]],
+      )) as { id: string; client_id: string }[];
+      for (const row of events.reverse()) {
+        const owner = whoIs(row.client_id);
+        if (owner === undefined || owners.has(row.id)) continue;
+        owners.set(row.id, owner);
+        state.ids.events[owner].push(row.id);
+      }
+
       if (unknownIds.size > 0) {
-        const rows = (await dataSource.query('SELECT id, client_id FROM payments WHERE id = ANY($1)', [[...unknownIds.keys()]])) as { id: string; client_id: string }[];
+        const wanted = [...unknownIds.keys()];
+        const rows = (await dataSource.query(
+          'SELECT id, client_id FROM payments WHERE id = ANY($1) UNION ALL SELECT id, client_id FROM events WHERE id = ANY($1)',
+          [wanted],
+        )) as { id: string; client_id: string }[];
         for (const row of rows) {
-          const owner: Who | undefined = row.client_id === clientIds.A ? 'A' : row.client_id === clientIds.B ? 'B' : undefined;
+          const owner = whoIs(row.client_id);
           for (const sent of unknownIds.get(row.id) ?? []) {
             if (owner === undefined || !sent.resolved.credentials.has(owner)) {
               record({ kind: 'tenancy', message: `the answer shows ${row.id}, a payment of ${owner ? `client ${owner}` : 'a client of no one here'}` }, sent, batchIndex);
@@ -301,7 +329,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
         const [who] = sent.resolved.credentials;
         if (!owners.has(id)) {
           owners.set(id, who);
-          state.payments[who].push(id);
+          state.ids.payments[who].push(id);
           made[who]++;
           summary.payments_made++;
         }
@@ -322,6 +350,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
         for (const id of unknown) unknownIds.set(id, [...(unknownIds.get(id) ?? []), sent]);
       }
       await judgeBatch(sentBatch, unknownIds, batchIndex, made, newKeys);
+      if (apiExit !== undefined) record({ kind: 'server_error', message: apiExit }, undefined, batchIndex);
     };
 
     const firstIndex = options.path === undefined ? 0 : Number(options.path.split(':')[0]);
@@ -335,6 +364,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
       await fc.assert(
         fc.asyncProperty(fuzzBatch(options.concurrency), async (batch) => {
           const index = batchIndex++;
+          if (apiExit !== undefined) return;
           const left = options.path === undefined ? options.runs - summary.requests : batch.length;
           await sendBatch(batch.slice(0, Math.max(0, left)), index);
           summary.batches++;
@@ -351,7 +381,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
     } finally {
       clearInterval(report);
     }
-    summary.interrupted = options.path === undefined && summary.requests < options.runs;
+    summary.interrupted = options.path === undefined && summary.requests < options.runs && apiExit === undefined;
     summary.seconds = Math.round((performance.now() - started) / 100) / 10;
     summary.ok = Object.values(VIOLATION_FIELDS).every((field) => summary[field] === 0);
     return summary;
@@ -359,7 +389,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
     await Promise.all([api?.stop(), worker?.stop()]);
     await provider?.stop();
     // Leftover keys under a prefix of the run's own harm no one; a Redis hiccup here must not hide the summary.
-    await dropQueue(options.redisUrl, options.queuePrefix).catch(() => undefined);
+    await dropQueues(options.redisUrl, options.queuePrefix).catch(() => undefined);
     await dataSource.destroy();
   }
 }

@@ -26,6 +26,7 @@ const ERROR_CODES: Record<string, [number, string]> = {
   idempotency_key_invalid: [400, 'invalid_request_error'],
   webhook_signature_invalid: [400, 'invalid_request_error'],
   request_timeout: [408, 'invalid_request_error'],
+  expectation_failed: [417, 'invalid_request_error'],
   body_too_large: [413, 'invalid_request_error'],
   unsupported_media_type: [415, 'invalid_request_error'],
   unauthenticated: [401, 'authentication_error'],
@@ -45,7 +46,8 @@ const ERROR_CODES: Record<string, [number, string]> = {
 };
 
 const JSON_TYPE = /^application\/json(; ?charset=utf-8)?$/i;
-const PAYMENT_ID = /pay_[0-9A-HJKMNP-TV-Z]{26}/g;
+/** The ids of what a client owns: payments, and the events about them. */
+const RESOURCE_ID = /(?:pay|evt)_[0-9A-HJKMNP-TV-Z]{26}/g;
 /** Routes anyone may call: a 2xx there needs no key. */
 const PUBLIC_PATH = /^\/(health|docs)|^\/v1\/provider\/events/i;
 
@@ -86,9 +88,9 @@ export function envelopeProblems(status: number, body: unknown): string[] {
   return problems;
 }
 
-/** The payment ids in an answer that the request did not itself name. */
-export function paymentIdsIn(answer: WireAnswer, request: ResolvedRequest): string[] {
-  return [...new Set(answer.body.match(PAYMENT_ID) ?? [])].filter((id) => !request.bytes.includes(id));
+/** The payment and event ids in an answer that the request did not itself name. */
+export function resourceIdsIn(answer: WireAnswer, request: ResolvedRequest): string[] {
+  return [...new Set(answer.body.match(RESOURCE_ID) ?? [])].filter((id) => !request.bytes.includes(id));
 }
 
 export function targetPath(bytes: string): string {
@@ -134,10 +136,10 @@ export function checkExchange(
     note('tenancy', `a ${answer.status} for ${path} without any client's key`);
   }
   const unknownIds: string[] = [];
-  for (const id of paymentIdsIn(answer, request)) {
+  for (const id of resourceIdsIn(answer, request)) {
     const owner = ownerOf(id);
     if (owner === undefined) unknownIds.push(id);
-    else if (!request.credentials.has(owner)) note('tenancy', `the answer shows ${id}, a payment of client ${owner}`);
+    else if (!request.credentials.has(owner)) note('tenancy', `the answer shows ${id}, client ${owner}'s`);
   }
 
   const expected = request.expect;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { type Credential, type EventBody, type FuzzRequest, type IdRef, OMIT_HOST, type Who } from './arbitraries';
+import { type Credential, type EventBody, type FuzzRequest, type IdRef, OMIT_HOST, type Resource, type Who } from './arbitraries';
 
 /**
  * Turns a generated request into the bytes sent, once the run knows the
@@ -12,8 +12,8 @@ export interface RunState {
   baseUrl: string;
   apiKeys: Record<Who, string>;
   webhookSecret: string;
-  /** Each client's payment ids, in the order the run learnt them. */
-  payments: Record<Who, string[]>;
+  /** Each client's payment and event ids, in the order the run learnt them. */
+  ids: Record<Resource, Record<Who, string[]>>;
 }
 
 /** A secret of the right shape that our API does not hold: events signed with it are forgeries. */
@@ -46,16 +46,18 @@ function bytesOf(text: string): string {
   return [...text].some((char) => char.charCodeAt(0) > 0xff) ? Buffer.from(text, 'utf8').toString('latin1') : text;
 }
 
-/** A well-formed id that no payment has: derived from the draw, not the clock, so a seed sends the same one. */
-function unusedPaymentId(index: number): string {
+const ID_PREFIX: Record<Resource, string> = { payments: 'pay_', events: 'evt_' };
+
+/** A well-formed id that nothing has: derived from the draw, not the clock, so a seed sends the same one. */
+function unusedId(resource: Resource, index: number): string {
   const digest = createHash('sha256').update(`unused ${index}`).digest();
-  return `pay_${Array.from(digest.subarray(0, 26), (byte) => CROCKFORD[byte % 32]).join('')}`;
+  return `${ID_PREFIX[resource]}${Array.from(digest.subarray(0, 26), (byte) => CROCKFORD[byte % 32]).join('')}`;
 }
 
-function paymentOf(state: RunState, sender: Who, ref: IdRef): { id: string; exists: boolean } {
+function idOf(state: RunState, resource: Resource, sender: Who, ref: IdRef): { id: string; exists: boolean } {
   const owner = ref.of === 'own' ? sender : other(sender);
-  const ids = state.payments[owner];
-  return ids.length === 0 ? { id: unusedPaymentId(ref.index), exists: false } : { id: ids[ref.index % ids.length], exists: true };
+  const ids = state.ids[resource][owner];
+  return ids.length === 0 ? { id: unusedId(resource, ref.index), exists: false } : { id: ids[ref.index % ids.length], exists: true };
 }
 
 function keyOf(state: RunState, sender: Who, credential: Credential): string {
@@ -64,7 +66,7 @@ function keyOf(state: RunState, sender: Who, credential: Credential): string {
 }
 
 function eventText(state: RunState, request: FuzzRequest, body: EventBody): { text: string; eventId: string } {
-  const payment = body.ref ? paymentOf(state, request.as, body.ref).id : unusedPaymentId(body.id.length);
+  const payment = body.ref ? idOf(state, 'payments', request.as, body.ref).id : unusedId('payments', body.id.length);
   const data = { provider_key: `pk_${payment}`, reference: payment, ...body.data };
   const text = JSON.stringify({ id: body.id, type: body.type, created_at: new Date().toISOString(), data });
   return { text: bytesOf(text), eventId: body.id };
@@ -76,19 +78,21 @@ export function resolve(state: RunState, request: FuzzRequest): ResolvedRequest 
   let expect: Expectation | undefined;
   if (request.target.kind === 'literal') {
     target = request.target.target;
-  } else if (request.target.kind === 'payment') {
-    const { id, exists } = paymentOf(state, sender, request.target.ref);
-    target = `/v1/payments/${id}`;
+  } else if (request.target.kind === 'one') {
+    const { resource } = request.target;
+    const { id, exists } = idOf(state, resource, sender, request.target.ref);
+    target = `/v1/${resource}/${id}`;
     expect =
       request.target.ref.of === 'peer' || !exists
-        ? { status: 404, code: 'resource_missing', why: `${exists ? "another client's" : 'no'} payment, asked for by id` }
-        : { status: 200, id, why: "the sender's own payment" };
+        ? { status: 404, code: 'resource_missing', why: `${exists ? "another client's" : 'no'} ${resource} id, asked for` }
+        : { status: 200, id, why: `the sender's own ${resource} id` };
   } else {
-    const { id, exists } = paymentOf(state, sender, request.target.ref);
-    target = `/v1/payments?starting_after=${id}${request.target.extra}`;
+    const { resource } = request.target;
+    const { id, exists } = idOf(state, resource, sender, request.target.ref);
+    target = `/v1/${resource}?starting_after=${id}${request.target.extra}`;
     expect =
       request.target.ref.of === 'peer' || !exists
-        ? { status: 400, code: 'parameter_invalid', why: `${exists ? "another client's" : 'no'} payment as a cursor` }
+        ? { status: 400, code: 'parameter_invalid', why: `${exists ? "another client's" : 'no'} ${resource} id as a cursor` }
         : undefined;
   }
 
