@@ -3,6 +3,9 @@ import request from 'supertest';
 import { useInProcessStack } from './support/in-process-app';
 import { parseRaw, sendRaw } from './support/raw-http';
 
+// Starting the stack takes seconds on a busy machine.
+jest.setTimeout(30_000);
+
 /**
  * What the fuzz suite (test/fuzz.e2e-spec.ts, npm run fuzz) found, pinned
  * as plain cases so each stays fixed whatever the seed draws.
