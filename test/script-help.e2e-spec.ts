@@ -15,6 +15,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
   ['audit', 'scripts/audit.js'],
   ['chaos', 'scripts/chaos.js'],
+  ['fuzz', 'scripts/fuzz.js'],
   ['bench', 'scripts/bench.js'],
   ['settle-latency', 'scripts/settle-latency.js'],
   ['sim', 'scripts/sim.js'],
