@@ -135,7 +135,8 @@ function apiClient(baseUrl: string, apiKey: string): { api: Api; raw: (response:
 
 class Demo {
   private readonly finals = new Map<string, EventType>();
-  private firstKey?: string;
+  /** The first step's key, which the third reuses with another body. */
+  private readonly firstKey = newKey();
   private api!: Api;
   private raw!: (response: Response) => Promise<string>;
 
@@ -163,7 +164,7 @@ class Demo {
       'First attempt',
       'A new Idempotency-Key: the API claims the key, charges once under the provider key pk_<payment id>, stores the answer.',
     );
-    const key = newKey();
+    const key = this.firstKey;
     const body = card('pm_card_ok', 1_000);
     const first = await this.pay(key, body);
     const payment = first.payment;
@@ -180,16 +181,15 @@ class Demo {
       describe(replay),
     );
     await this.oneChargeFor(payment.id);
-    this.firstKey = key;
   }
 
   private async keyReused(): Promise<void> {
     this.say.step(
       'The same key with a different body',
       'The first step\'s key, now with amount 1001: not a retry but a client bug. Answering with the stored payment would ' +
-        'hide it, charging again would break the key\'s promise; the API refuses, and writes nothing.',
+        'hide it, charging again would break the key\'s promise: the API refuses it.',
     );
-    const reused = await this.pay(this.firstKey ?? newKey(), card('pm_card_ok', 1_001));
+    const reused = await this.pay(this.firstKey, card('pm_card_ok', 1_001));
     this.say.check(reused.status === 422 && reused.code === 'idempotency_key_reused', '422 idempotency_key_reused', describe(reused));
   }
 
