@@ -11,7 +11,7 @@ import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provid
 import { providerKeyFor } from '../src/payments/payment';
 import { runAudit } from './audit';
 import type { components, paths } from './lib/api-types';
-import { startApiProcess } from './lib/processes';
+import { type ManagedProcess, type ProcessExit, startApiProcess } from './lib/processes';
 import { WebhookReceiver } from './lib/webhook-receiver';
 
 /**
@@ -27,7 +27,7 @@ type Payment = components['schemas']['PaymentResource'];
 type PaymentBody = components['schemas']['CreatePaymentDto'];
 type EventType = components['schemas']['EventResource']['type'];
 
-const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk_…] [--webhooks]
+const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk_…] [--webhooks] [--wait S]
 
 A narrated walk through the service's scenarios against a RUNNING stack: a
 first payment, a lost provider reply, a reused key, 20 concurrent retries, a
@@ -41,6 +41,8 @@ when every step behaved as narrated, 1 when one did not, 2 when it could not run
   --webhooks      also receive the events as webhooks, on an endpoint the demo
                   serves on 127.0.0.1: only when the worker runs on this machine
                   (not under compose, whose containers cannot reach its loopback)
+  --wait S        how long to wait for the API and the provider to answer
+                  before the first step (default 30)
 DATABASE_URL, REDIS_URL and QUEUE_PREFIX must be those of the stack: the crash
 step runs an API process of its own on them, and the audit reads them.
 `;
@@ -68,8 +70,11 @@ const CRASHING_API_ENV = {
   PROVIDER_DEADLINE_MS: '2500',
 };
 const CRASH_LEASE_MS = Number(CRASHING_API_ENV.IDEMPOTENCY_LEASE_MS);
+const CRASH_EXIT_DEADLINE_MS = 10_000;
 
 interface Options {
+  /** How long to wait for the stack to answer before the first step. */
+  waitMs: number;
   apiUrl: string;
   providerUrl: string;
   apiKey?: string;
@@ -330,10 +335,10 @@ class Demo {
         .api.POST('/v1/payments', { params: { header: { 'Idempotency-Key': key } }, body })
         .then((answer) => `${answer.response.status}`, (error: unknown) => `no answer (${errorName(error)})`);
       const crashed = await crashing.waitForLine(({ json }) => json?.msg === 'crash point reached');
-      const exit = await crashing.exited;
+      const exit = await exitWithin(crashing, CRASH_EXIT_DEADLINE_MS);
       paymentId = crashed.json?.paymentId as string | undefined;
-      this.say.got(`${outcome}; the process wrote "crash point reached" for ${paymentId} and died (${exit.signal ?? exit.code})`);
-      this.say.check(outcome.startsWith('no answer') && exit.signal === 'SIGKILL', 'the client got no answer: the API died mid-payment');
+      this.say.got(`${outcome}; the process wrote "crash point reached" for ${paymentId} and died (${exit ? (exit.signal ?? exit.code) : 'still running'})`);
+      this.say.check(outcome.startsWith('no answer') && exit?.signal === 'SIGKILL', 'the client got no answer: the API died mid-payment');
       if (!paymentId) return;
 
       const before = await this.readPayment(paymentId);
@@ -474,6 +479,20 @@ class Demo {
   }
 }
 
+/**
+ * The child's exit, or undefined after timeoutMs. The timer is what keeps
+ * this process alive meanwhile: a child's `exited` alone does not (see
+ * processes.ts), and with nothing else pending Node would end the demo there.
+ */
+async function exitWithin(child: ManagedProcess, timeoutMs: number): Promise<ProcessExit | undefined> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([child.exited, delay(timeoutMs, undefined, { signal: timer.signal }).catch(() => undefined)]);
+  } finally {
+    timer.abort();
+  }
+}
+
 function card(paymentMethod: string, amount: number): PaymentBody {
   return { amount, currency: 'EUR', payment_method: paymentMethod };
 }
@@ -512,6 +531,7 @@ function parseOptions(argv: string[]): Options & { help: boolean } {
       provider: { type: 'string', default: 'http://localhost:4010' },
       'api-key': { type: 'string' },
       webhooks: { type: 'boolean', default: false },
+      wait: { type: 'string', default: '30' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -519,7 +539,9 @@ function parseOptions(argv: string[]): Options & { help: boolean } {
   if (values.webhooks && values['api-key']) {
     throw new Error('--webhooks needs a client the demo creates (with the endpoint); drop --api-key');
   }
+  if (!/^\d+$/.test(values.wait)) throw new Error(`--wait must be a whole number of seconds (got ${JSON.stringify(values.wait)})`);
   return {
+    waitMs: Number(values.wait) * 1_000,
     apiUrl: values.api.replace(/\/+$/, ''),
     providerUrl: values.provider.replace(/\/+$/, ''),
     apiKey: values['api-key'],
@@ -528,14 +550,23 @@ function parseOptions(argv: string[]): Options & { help: boolean } {
   };
 }
 
-/** Whether the stack is up, before any step: a demo against nothing is "could not run", not a failed step. */
-async function reachable(url: string): Promise<boolean> {
-  try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
-    await response.body?.cancel();
-    return response.ok;
-  } catch {
-    return false;
+/**
+ * Whether the stack is up before any step (a demo against nothing is "could
+ * not run", not a failed step), asking until the deadline: a stack just
+ * started, or a container whose network is not set up yet, answers a moment later.
+ */
+async function reachable(url: string, waitMs: number): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      await response.body?.cancel();
+      if (response.ok) return true;
+    } catch {
+      // Not up yet: asked again below until the deadline.
+    }
+    if (Date.now() >= deadline) return false;
+    await delay(500);
   }
 }
 
@@ -556,7 +587,7 @@ async function main(): Promise<number> {
   }
   const config = loadConfigOrExit();
   for (const url of [`${options.apiUrl}/health/ready`, `${options.providerUrl}/health`]) {
-    if (!(await reachable(url))) throw new Error(`${url} does not answer 200: is the stack running?`);
+    if (!(await reachable(url, options.waitMs))) throw new Error(`${url} does not answer 200: is the stack running?`);
   }
   const say = new Narrator();
   const receiver = options.webhooks ? await WebhookReceiver.start() : undefined;
@@ -578,6 +609,8 @@ async function main(): Promise<number> {
 }
 
 if (require.main === module) {
+  // Until the verdict: a demo whose event loop ran dry before it is one that did not run.
+  process.exitCode = 2;
   main().then(
     (code) => process.exit(code),
     (error: unknown) => {

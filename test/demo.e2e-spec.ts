@@ -83,7 +83,7 @@ describe('npm run demo', () => {
   });
 
   it('exits 2, having run no step, when the stack is not there', async () => {
-    const { code, stdout, stderr } = await runDemo(['--api', `http://127.0.0.1:${await freePort()}`], {
+    const { code, stdout, stderr } = await runDemo(['--api', `http://127.0.0.1:${await freePort()}`, '--wait', '0'], {
       DATABASE_URL: TEST_DATABASE_URL,
     });
 
