@@ -14,6 +14,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['payment:resolve', 'src/operator/payment-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
   ['audit', 'scripts/audit.js'],
+  ['demo', 'scripts/demo.js'],
   ['chaos', 'scripts/chaos.js'],
   ['fuzz', 'scripts/fuzz.js'],
   ['bench', 'scripts/bench.js'],
