@@ -21,12 +21,12 @@ describe('key retention', () => {
   });
 
   const payload = { amount: 700, currency: 'EUR', payment_method: 'pm_card_pending' };
-  const post = (key: string) =>
+  const post = (key: string, body: object = payload) =>
     request(stack.url)
       .post('/v1/payments')
       .set('Authorization', `Bearer ${stack.apiKey}`)
       .set('Idempotency-Key', key)
-      .send(payload);
+      .send(body);
 
   async function keyAgeMs(key: string): Promise<number> {
     const [row] = (await stack.dataSource.query(
@@ -66,5 +66,31 @@ describe('key retention', () => {
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
     const [{ n }] = (await stack.dataSource.query(`SELECT count(*)::int AS n FROM payments`)) as { n: number }[];
     expect(n).toBe(1);
+  });
+
+  it('treats a key past its retention as a new request, though the API kept its answer to replay', async () => {
+    const key = randomUUID();
+    const first = await post(key, { ...payload, payment_method: 'pm_card_ok' });
+    // The answer cache now holds it: this replay never reached Postgres.
+    const replay = await post(key, { ...payload, payment_method: 'pm_card_ok' });
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+
+    await eventually(
+      async () => {
+        const [row] = (await stack.dataSource.query(
+          `SELECT expires_at <= now() AS expired FROM idempotency_keys WHERE key = $1`,
+          [key],
+        )) as { expired: boolean }[];
+        return row.expired ? true : undefined;
+      },
+      { timeoutMs: TTL_MS * 3, what: 'the key to expire' },
+    );
+    const again = await post(key, { ...payload, payment_method: 'pm_card_ok', amount: 900 });
+
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body.id).not.toBe(first.body.id);
+    expect(again.body.amount).toBe(900);
   });
 });

@@ -19,7 +19,11 @@ import { ClientsService } from './clients.service';
   ],
   providers: [
     ClientsRepository,
-    ClientsService,
+    {
+      provide: ClientsService,
+      inject: [ClientsRepository, APP_CONFIG],
+      useFactory: (clients: ClientsRepository, config: AppConfig) => new ClientsService(clients, config.authCache),
+    },
     ApiKeyGuard,
     ClientThrottlerGuard,
     {

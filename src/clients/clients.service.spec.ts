@@ -85,3 +85,22 @@ describe('ClientsService.create', () => {
     },
   );
 });
+
+describe('ClientsService.authenticate with a cache', () => {
+  const client = { id: 'c1', name: 'shop' };
+
+  it('reuses a known key’s lookup for the cache’s lifetime, and looks an unknown key up every time', async () => {
+    const clients = strictMock<ClientsRepository>('ClientsRepository');
+    const known = generateApiKey();
+    clients.findByKeyHash = jest.fn(async (hash: string) => (hash === hashApiKey(known) ? client : undefined));
+    const service = new ClientsService(clients, { ttlMs: 60_000, maxKeys: 10 });
+    const unknown = generateApiKey();
+
+    await service.authenticate([`Bearer ${known}`]);
+    await expect(service.authenticate([`Bearer ${known}`])).resolves.toEqual(client);
+    await expect(service.authenticate([`Bearer ${unknown}`])).rejects.toMatchObject({ code: ErrorCode.Unauthenticated });
+    await expect(service.authenticate([`Bearer ${unknown}`])).rejects.toMatchObject({ code: ErrorCode.Unauthenticated });
+
+    expect(clients.findByKeyHash.mock.calls).toEqual([[hashApiKey(known)], [hashApiKey(unknown)], [hashApiKey(unknown)]]);
+  });
+});

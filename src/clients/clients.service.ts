@@ -1,13 +1,34 @@
-import { Injectable } from '@nestjs/common';
+import { LRUCache } from 'lru-cache';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { generateApiKey, generateWebhookSecret, hashApiKey, isApiKeyShaped } from './api-key';
 import { unauthenticated } from './clients.errors';
 import { ClientsRepository } from './clients.repository';
 import type { ApiClient } from './clients.table';
 
-@Injectable()
+/** How long, and for how many keys, a process reuses a key's lookup. */
+export interface AuthCacheOptions {
+  ttlMs: number;
+  maxKeys: number;
+}
+
+/**
+ * API clients: creation and authentication. Built by ClientsModule from the
+ * configuration (scripts make their own, with no cache: they never authenticate).
+ */
 export class ClientsService {
-  constructor(private readonly clients: ClientsRepository) {}
+  /**
+   * Known keys only, by hash. An unknown key is looked up every time: caching
+   * refusals would let a spray of random keys evict the real ones, and the
+   * failed-authentication limit already bounds what refusals cost.
+   */
+  private readonly known?: LRUCache<string, ApiClient>;
+
+  constructor(
+    private readonly clients: ClientsRepository,
+    cache: AuthCacheOptions = { ttlMs: 0, maxKeys: 1 },
+  ) {
+    if (cache.ttlMs > 0) this.known = new LRUCache({ max: cache.maxKeys, ttl: cache.ttlMs });
+  }
 
   /**
    * Creates a client, and its webhook endpoint when given a URL, in one
@@ -42,8 +63,13 @@ export class ClientsService {
       throw new DomainError(ErrorCode.Unauthenticated, 'Send exactly one Authorization header.');
     }
     const match = /^bearer (\S+)$/i.exec(authorization?.[0].trim() ?? '');
-    const client = match && isApiKeyShaped(match[1]) ? await this.clients.findByKeyHash(hashApiKey(match[1])) : undefined;
+    if (!match || !isApiKeyShaped(match[1])) throw unauthenticated();
+    const keyHash = hashApiKey(match[1]);
+    const cached = this.known?.get(keyHash);
+    if (cached) return cached;
+    const client = await this.clients.findByKeyHash(keyHash);
     if (!client) throw unauthenticated();
+    this.known?.set(keyHash, client);
     return client;
   }
 }

@@ -166,10 +166,21 @@ export function loadConfig(env: Env = process.env) {
       authFailures: r.int('AUTH_FAILURE_LIMIT', 20, 1),
       authFailureWindowMs: r.int('AUTH_FAILURE_WINDOW_MS', 60_000, 1_000),
     },
+    /**
+     * A key's lookup is reused by this process for ttlMs (0: every request
+     * looks it up), for up to maxKeys keys: a key removed from the database
+     * keeps working here for at most ttlMs.
+     */
+    authCache: {
+      ttlMs: r.int('AUTH_CACHE_TTL_MS', 5_000, 0, 300_000),
+      maxKeys: r.int('AUTH_CACHE_KEYS', 10_000, 1, 1_000_000),
+    },
     idempotency: {
       /** Counted from the stored answer; a key without one (its payment not final) never expires. */
       keyTtlHours: r.positive('IDEMPOTENCY_KEY_TTL_HOURS', 24, 24 * 366),
       leaseMs: r.int('IDEMPOTENCY_LEASE_MS', 30_000, 100),
+      /** Final answers this process keeps to replay without Postgres, until their key expires (0: none). */
+      answerCacheEntries: r.int('REPLAY_CACHE_ENTRIES', 10_000, 0, 1_000_000),
     },
     provider: {
       url: r.url('PROVIDER_URL', 'http://localhost:4010', ['http:', 'https:']),

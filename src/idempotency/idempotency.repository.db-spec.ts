@@ -45,6 +45,7 @@ describe('IdempotencyRepository on Postgres', () => {
         response: undefined,
         leaseRemainingSeconds: LEASE_MS / 1000,
         expired: false,
+        expiresInMs: null,
       });
     });
 
@@ -71,7 +72,11 @@ describe('IdempotencyRepository on Postgres', () => {
         [lease.key],
       );
       expect(Number(row.retention_s)).toBe(1_800);
-      expect((await keys().find(manager(), clientId, lease.key))?.expired).toBe(false);
+      const state = await keys().find(manager(), clientId, lease.key);
+      expect(state?.expired).toBe(false);
+      // What the answer cache keeps the answer for: the retention left by Postgres' clock.
+      expect(state?.expiresInMs).toBeGreaterThan(1_790_000);
+      expect(state?.expiresInMs).toBeLessThanOrEqual(1_800_000);
       expect(await claimAgain(lease)).toBe(false);
     });
 

@@ -22,11 +22,14 @@ export interface KeyState {
   leaseRemainingSeconds: number;
   /** Past its retention, which only a key holding its final answer has: reusing it is a new request. */
   expired: boolean;
+  /** Milliseconds of retention left by Postgres' clock; null until the key holds its final answer. */
+  expiresInMs: number | null;
 }
 
 type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'responseStatus' | 'responseBody'> & {
   leaseRemainingSeconds: number;
   expired: boolean;
+  expiresInMs: number | null;
 };
 
 /**
@@ -79,7 +82,8 @@ export class IdempotencyRepository {
       `SELECT fingerprint, payment_id AS "paymentId",
               response_status AS "responseStatus", response_body AS "responseBody",
               GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS "leaseRemainingSeconds",
-              COALESCE(expires_at <= now(), false) AS expired
+              COALESCE(expires_at <= now(), false) AS expired,
+              (extract(epoch FROM expires_at - now()) * 1000)::float8 AS "expiresInMs"
          FROM idempotency_keys
         WHERE client_id = $1 AND key = $2`,
       [clientId, key],

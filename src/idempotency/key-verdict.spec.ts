@@ -6,7 +6,7 @@ const OTHER = 'e'.repeat(64);
 const STORED = { status: 201, body: '{"id":"pay_1"}' };
 
 function key(overrides: Partial<KeyState> = {}): KeyState {
-  return { fingerprint: FINGERPRINT, paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, ...overrides };
+  return { fingerprint: FINGERPRINT, paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
 }
 
 describe('keyVerdict', () => {

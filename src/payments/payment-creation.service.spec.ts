@@ -3,6 +3,7 @@ import { QueryFailedError } from 'typeorm';
 import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { loadConfig } from '../config/app-config';
+import { AnswerCache } from '../idempotency/answer-cache';
 import type { KeyState } from '../idempotency/idempotency.repository';
 import { ledgerMocks } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
@@ -24,6 +25,7 @@ function setup() {
     new Metrics(),
     config,
     new CrashPoint(config),
+    new AnswerCache(config),
   );
   const command: CreatePaymentCommand = {
     clientId: 'client_1',
@@ -36,7 +38,7 @@ function setup() {
 }
 
 function existingKey(overrides: Partial<KeyState> = {}): KeyState {
-  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, ...overrides };
+  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
 }
 
 async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
@@ -91,6 +93,48 @@ describe('PaymentCreationService.create', () => {
 
     expect(reply).toEqual({ status: 402, body: '{"error":{}}', headers: { 'Idempotent-Replayed': 'true' } });
     expect(dataSource.transaction).not.toHaveBeenCalled();
+  });
+
+  it('replays a payment it recorded itself without reading the key again, and refuses another body under that key', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
+    keys.claim = jest.fn().mockResolvedValue(true);
+    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id, providerKey: row.providerKey }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
+    payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }));
+    keys.complete = jest.fn().mockResolvedValue(undefined);
+    const first = await sut.create(command);
+    keys.find.mockClear();
+
+    const replay = await sut.create(command);
+    const reused = sut.create({ ...command, fingerprint: 'e'.repeat(64) });
+
+    expect(replay).toEqual({ ...first, headers: { 'Idempotent-Replayed': 'true' } });
+    expect(await domainCode(reused)).toBe(ErrorCode.IdempotencyKeyReused);
+    expect(keys.find).not.toHaveBeenCalled();
+    expect(provider.createCharge).toHaveBeenCalledTimes(1);
+  });
+
+  it('keeps a final answer read from the key, for as long as the key has left', async () => {
+    const { sut, keys, command } = setup();
+    const stored = { status: 201, body: '{"id":"pay_1"}' };
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: stored, expiresInMs: 60_000 }));
+
+    await sut.create(command);
+    await sut.create(command);
+
+    expect(keys.find).toHaveBeenCalledTimes(1);
+  });
+
+  it('does not keep an answer whose key has no retention left', async () => {
+    const { sut, keys, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{}' }, expiresInMs: 0 }));
+
+    await sut.create(command);
+    await sut.create(command);
+
+    expect(keys.find).toHaveBeenCalledTimes(2);
   });
 
   it('refuses another request under the same key even while the first is running (422 before 409)', async () => {

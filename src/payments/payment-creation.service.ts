@@ -6,6 +6,7 @@ import { InjectConfig } from '../config/config.module';
 import { CrashPoint } from '../common/crash-point';
 import type { HttpReply } from '../common/http-reply';
 import { isUniqueViolation } from '../database/sql';
+import { AnswerCache } from '../idempotency/answer-cache';
 import { keyInUse, keyReused } from '../idempotency/idempotency.errors';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
 import { parseIdempotencyKey } from '../idempotency/idempotency-key';
@@ -87,6 +88,7 @@ export class PaymentCreationService {
     private readonly metrics: Metrics,
     @InjectConfig() private readonly config: AppConfig,
     private readonly crashPoint: CrashPoint,
+    private readonly answers: AnswerCache,
   ) {}
 
   async create(command: CreatePaymentCommand): Promise<HttpReply> {
@@ -103,7 +105,7 @@ export class PaymentCreationService {
     if (claim.kind === 'replay') return replayOf(claim.response);
     if (claim.kind === 'accepted') return acceptedReply(claim.payment, claim.retryAfterSeconds);
     this.crashPoint.reach('after_claim', { paymentId: claim.payment.id });
-    return this.charge(claim.payment, claim.lease, command.requestId);
+    return this.charge(claim.payment, claim.lease, command);
   }
 
   /**
@@ -115,10 +117,21 @@ export class PaymentCreationService {
    * reads again.
    */
   private async claim(command: CreatePaymentCommand, lease: Lease): Promise<Claim> {
+    const known = this.answers.get(lease.clientId, lease.key);
+    if (known) {
+      if (known.fingerprint !== command.fingerprint) throw keyReused();
+      return { kind: 'replay', response: known.response };
+    }
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const verdict = keyVerdict(await this.keys.find(db, lease.clientId, lease.key), command.fingerprint);
+      const askedAt = performance.now();
+      const state = await this.keys.find(db, lease.clientId, lease.key);
+      if (state?.response && state.expiresInMs !== null) {
+        const answer = { fingerprint: state.fingerprint, response: state.response };
+        this.answers.remember(lease.clientId, lease.key, answer, state.expiresInMs, askedAt);
+      }
+      const verdict = keyVerdict(state, command.fingerprint);
       switch (verdict.kind) {
         case 'replay':
           return verdict;
@@ -205,22 +218,27 @@ export class PaymentCreationService {
    * it at once, and answers 202: the outcome is unknown, never guessed. A
    * charge for another amount sends the payment to review: 202 as well.
    */
-  private async charge(payment: Payment, claimed: HeldLease, requestId?: string): Promise<HttpReply> {
+  private async charge(payment: Payment, claimed: HeldLease, command: CreatePaymentCommand): Promise<HttpReply> {
     const lease = await this.ledger.holdForCall(claimed, this.config.provider.deadlineMs);
     if (!lease) return this.answerAfterLostLease(claimed);
     this.crashPoint.reach('during_provider_call', { paymentId: payment.id });
-    const result = await this.provider.createCharge(chargeInputFor(payment), { clientId: payment.clientId, requestId });
+    const context = { clientId: payment.clientId, requestId: command.requestId };
+    const result = await this.provider.createCharge(chargeInputFor(payment), context);
     this.crashPoint.reach('before_outcome', { paymentId: payment.id });
     const outcome = result.kind === 'answered' ? outcomeOfCharge(result.charge, payment) : undefined;
     if (!outcome) {
       await this.keys.release(this.dataSource.manager, lease);
       return acceptedReply(payment, PENDING_RETRY_AFTER_SECONDS);
     }
+    // The key's retention counts from the commit's now(), which is after this.
+    const askedAt = performance.now();
     const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
     if (!recorded) return this.answerAfterLostLease(lease);
-    return recorded.response
-      ? { ...recorded.response, headers: {} }
-      : acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
+    if (!recorded.response) return acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
+    const retentionMs = this.config.idempotency.keyTtlHours * 3_600_000;
+    const answer = { fingerprint: command.fingerprint, response: recorded.response };
+    this.answers.remember(lease.clientId, lease.key, answer, retentionMs, askedAt);
+    return { ...recorded.response, headers: {} };
   }
 
   /**

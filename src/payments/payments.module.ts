@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ClientsModule } from '../clients/clients.module';
 import { LedgerModule } from '../ledger/ledger.module';
+import { AnswerCache } from '../idempotency/answer-cache';
 import { ProviderModule } from '../provider/provider.module';
 import { PaymentCreationService } from './payment-creation.service';
 import { PaymentLookupService } from './payment-lookup.service';
@@ -10,6 +11,6 @@ import { PaymentsController } from './payments.controller';
 @Module({
   imports: [ClientsModule, LedgerModule, ProviderModule],
   controllers: [PaymentsController],
-  providers: [PaymentCreationService, PaymentLookupService],
+  providers: [PaymentCreationService, PaymentLookupService, AnswerCache],
 })
 export class PaymentsModule {}
