@@ -5,8 +5,9 @@ import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import type { AppConfig } from '../../src/config/app-config';
 import type { HttpReply } from '../../src/common/http-reply';
+import { AnswerCache } from '../../src/idempotency/answer-cache';
 import { keyInUse, keyReused } from '../../src/idempotency/idempotency.errors';
-import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
+import { IdempotencyRepository, type Lease, type StoredResponse } from '../../src/idempotency/idempotency.repository';
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
 import { keyVerdict } from '../../src/idempotency/key-verdict';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
@@ -28,10 +29,10 @@ import type { ChargeInput } from '../../src/provider/provider.client';
  * cache added): the floor is only a floor while it does what the service does.
  *
  * Left out, because the bench never reaches them: resuming an abandoned key
- * (the floor answers 409 instead), in-request provider retries, the circuit
- * breaker and the lease renewal before the call (a fresh lease always
- * outlasts the provider deadline, so the service sends no statement there
- * either).
+ * and answering after a lost lease (the floor answers 409 instead),
+ * in-request provider retries, the circuit breaker and the lease renewal
+ * before the call (a fresh lease always outlasts the provider deadline, so
+ * the service sends no statement there either).
  */
 
 /**
@@ -73,6 +74,10 @@ const MAX_CLAIM_ROUNDS = 3;
 const PENDING_RETRY_AFTER_SECONDS = 2;
 const IN_REVIEW_RETRY_AFTER_SECONDS = 60;
 
+function replayOf(response: StoredResponse): HttpReply {
+  return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
+}
+
 function accepted(payment: Payment, retryAfterSeconds: number): HttpReply {
   return { status: 202, body: JSON.stringify(toResource(payment)), headers: { 'Retry-After': String(retryAfterSeconds) } };
 }
@@ -82,7 +87,8 @@ export class FloorPayments {
   private readonly keys = new IdempotencyRepository();
   private readonly payments = new PaymentsRepository();
   private readonly events = new EventsRepository();
-  /** The service's own authentication and reads, over the same adapter: nothing of theirs is framework. */
+  private readonly answers: AnswerCache;
+  /** The service's own authentication (and its cache) and reads, over the same adapter: nothing of theirs is framework. */
   readonly clients: ClientsService;
   readonly lookup: PaymentLookupService;
 
@@ -92,19 +98,30 @@ export class FloorPayments {
   ) {
     this.db = managerOver(pool);
     const dataSource = { manager: this.db } as DataSource;
-    this.clients = new ClientsService(new ClientsRepository(dataSource));
+    this.clients = new ClientsService(new ClientsRepository(dataSource), config.authCache);
+    this.answers = new AnswerCache(config);
     this.lookup = new PaymentLookupService(dataSource, this.payments);
   }
 
-  /** The key read, then a claim with the pending payment, the provider call, and the outcome. */
+  /** The answer cache, the key read, then a claim with the pending payment, the provider call, and the outcome. */
   async create(command: FloorCreate): Promise<HttpReply> {
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
     const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
+    const known = this.answers.get(lease.clientId, key);
+    if (known) {
+      if (known.fingerprint !== command.fingerprint) throw keyReused();
+      return replayOf(known.response);
+    }
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const verdict = keyVerdict(await this.keys.find(this.db, lease.clientId, key), command.fingerprint);
+      const askedAt = performance.now();
+      const state = await this.keys.find(this.db, lease.clientId, key);
+      if (state?.response && state.expiresInMs !== null) {
+        this.answers.remember(lease.clientId, key, { fingerprint: state.fingerprint, response: state.response }, state.expiresInMs, askedAt);
+      }
+      const verdict = keyVerdict(state, command.fingerprint);
       switch (verdict.kind) {
         case 'replay':
-          return { ...verdict.response, headers: { 'Idempotent-Replayed': 'true' } };
+          return replayOf(verdict.response);
         case 'reused':
           throw keyReused();
         case 'in_progress':
@@ -112,7 +129,7 @@ export class FloorPayments {
           throw keyInUse();
         case 'new': {
           const payment = await this.claimAndCreatePending(command, lease);
-          if (payment) return this.charge(payment, lease, command.requestId);
+          if (payment) return this.charge(payment, lease, command);
         }
       }
     }
@@ -151,13 +168,14 @@ export class FloorPayments {
   }
 
   /** Ledger.recordOutcome: the lock under our lease, the transition, its event and the key's answer, in one commit. */
-  private async charge(payment: Payment, lease: Lease, requestId: string): Promise<HttpReply> {
-    const charge = await this.callProvider(chargeInputFor(payment), requestId);
+  private async charge(payment: Payment, lease: Lease, command: FloorCreate): Promise<HttpReply> {
+    const charge = await this.callProvider(chargeInputFor(payment), command.requestId);
     const outcome = charge && outcomeOfCharge(charge, payment);
     if (!outcome) {
       await this.keys.release(this.db, lease);
       return accepted(payment, PENDING_RETRY_AFTER_SECONDS);
     }
+    const askedAt = performance.now();
     const reply = await transaction(this.pool, async (db): Promise<HttpReply | undefined> => {
       if (!(await this.keys.lockIfLeaseHeld(db, lease))) return undefined;
       const decided = await this.payments.transition(db, payment.id, outcome);
@@ -174,6 +192,11 @@ export class FloorPayments {
       return { ...response, headers: {} };
     });
     if (!reply) throw keyInUse();
+    if (reply.status !== 202) {
+      const retentionMs = this.config.idempotency.keyTtlHours * 3_600_000;
+      const response = { status: reply.status, body: reply.body };
+      this.answers.remember(lease.clientId, lease.key, { fingerprint: command.fingerprint, response }, retentionMs, askedAt);
+    }
     return reply;
   }
 
