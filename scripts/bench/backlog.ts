@@ -82,7 +82,7 @@ export async function drainBacklog(
       [{ n: pending }] = (await dataSource.query(SEEDED_PENDING, [clientId])) as { n: number }[];
     }
     const drainS = (performance.now() - started) / 1000;
-    const loadWithinDrain = !loadDone;
+    const loadWithinDrain = loadDone;
     const createDuring = await during;
     const slowdown = createAlone.rps === 0 ? 0 : (100 * (createAlone.rps - createDuring.rps)) / createAlone.rps;
     return {
