@@ -139,7 +139,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -224,7 +224,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**

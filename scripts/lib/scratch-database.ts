@@ -15,12 +15,26 @@ export function databaseUrlNamed(baseUrl: string, name: string): string {
   return Object.assign(new URL(baseUrl), { pathname: `/${name}` }).toString();
 }
 
-/** Creates the database if missing, brings its schema up to date and empties it. */
-export async function openScratchDatabase(databaseUrl: string): Promise<DataSource> {
-  await ensureDatabase(databaseUrl);
+/**
+ * Creates the database if missing and brings its schema up to date, leaving
+ * its rows alone; `created` says whether this call made it.
+ */
+export async function openMigratedDatabase(databaseUrl: string): Promise<{ dataSource: DataSource; created: boolean }> {
+  const created = await ensureDatabase(databaseUrl);
   const dataSource = await createDataSource({ databaseUrl }).initialize();
   try {
     await migrate(dataSource);
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
+  }
+  return { dataSource, created };
+}
+
+/** Creates the database if missing, brings its schema up to date and empties it. */
+export async function openScratchDatabase(databaseUrl: string): Promise<DataSource> {
+  const { dataSource } = await openMigratedDatabase(databaseUrl);
+  try {
     await emptyTables(dataSource);
   } catch (error) {
     await dataSource.destroy();

@@ -11,7 +11,7 @@ import type { ApiClient } from './clients.table';
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    if (!context.switchToHttp().getRequest<AuthenticatedRequest>().client) {
+    if (!context.switchToHttp().getRequest<AuthenticatedRequest>().apiClient) {
       throw unauthenticated();
     }
     return true;
@@ -19,7 +19,7 @@ export class ApiKeyGuard implements CanActivate {
 }
 
 export const CurrentClient = createParamDecorator((_data: unknown, context: ExecutionContext): ApiClient => {
-  const client = context.switchToHttp().getRequest<AuthenticatedRequest>().client;
+  const client = context.switchToHttp().getRequest<AuthenticatedRequest>().apiClient;
   if (!client) throw new Error('CurrentClient used on a route without ApiKeyGuard');
   return client;
 });

@@ -28,7 +28,17 @@ describe('authenticateBeforeBody', () => {
     const passed = await run(authenticateBeforeBody(clients, new AuthFailureLimiter(5, 60_000), []), request);
 
     expect(passed).toBeUndefined();
-    expect(request.client).toBe(CLIENT);
+    expect(request.apiClient).toBe(CLIENT);
+  });
+
+  it('authenticates /v1 paths in any letter case, as Express routes them', async () => {
+    const clients = strictMock<ClientsService>('clients');
+    clients.authenticate = jest.fn().mockRejectedValue(unauthenticated());
+    const middleware = authenticateBeforeBody(clients, new AuthFailureLimiter(5, 60_000), ['/v1/provider/events']);
+
+    expect(await run(middleware, requestTo('/V1/PAYMENTS'))).toMatchObject({ code: ErrorCode.Unauthenticated });
+    expect(await run(middleware, requestTo('/v1/Payments/pay_x'))).toMatchObject({ code: ErrorCode.Unauthenticated });
+    expect(await run(middleware, requestTo('/V1/Provider/Events'))).toBeUndefined();
   });
 
   it('leaves paths outside /v1 and keyless paths alone', async () => {

@@ -5,7 +5,11 @@ import type { ApiClient } from './clients.table';
 import { tooManyFailedAuthentications } from './clients.errors';
 import type { ClientsService } from './clients.service';
 
-export type AuthenticatedRequest = Request & { client?: ApiClient };
+/**
+ * Not `client`: Node sets that on every request (a deprecated alias of its
+ * socket), so a check for it would pass requests nobody authenticated.
+ */
+export type AuthenticatedRequest = Request & { apiClient?: ApiClient };
 
 /**
  * Authenticates every /v1 request but those in `keyless` (routes that carry
@@ -21,8 +25,9 @@ export function authenticateBeforeBody(
   keyless: readonly string[],
 ): (request: AuthenticatedRequest, response: Response, next: NextFunction) => void {
   return (request, _response, next) => {
-    const path = request.path.replace(/\/+$/, '');
-    if (!path.startsWith('/v1/') || keyless.includes(path)) return next();
+    // Express matches routes whatever the letter case: /V1/PAYMENTS is /v1/payments.
+    const path = request.path.replace(/\/+$/, '').toLowerCase();
+    if (!path.startsWith('/v1/') || keyless.some((open) => open.toLowerCase() === path)) return next();
     const address = request.ip ?? 'unknown';
     const refusingFor = limiter.refusingForSeconds(address);
     if (refusingFor > 0) {
@@ -30,7 +35,7 @@ export function authenticateBeforeBody(
     }
     clients.authenticate(request.headersDistinct.authorization).then(
       (client) => {
-        request.client = client;
+        request.apiClient = client;
         next();
       },
       (error: unknown) => {

@@ -1,7 +1,7 @@
 import { type ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard, type ThrottlerLimitDetail } from '@nestjs/throttler';
 import { TransportError, TransportErrorCode } from '../common/transport-error';
-import type { ApiClient } from './clients.table';
+import type { AuthenticatedRequest } from './authentication.middleware';
 
 /**
  * Rate limits per API client (runs after ApiKeyGuard), counted in this
@@ -11,9 +11,9 @@ import type { ApiClient } from './clients.table';
  */
 @Injectable()
 export class ClientThrottlerGuard extends ThrottlerGuard {
-  protected override async getTracker(request: { client?: ApiClient }): Promise<string> {
-    if (!request.client) throw new Error('ClientThrottlerGuard must run after ApiKeyGuard');
-    return request.client.id;
+  protected override async getTracker(request: AuthenticatedRequest): Promise<string> {
+    if (!request.apiClient) throw new Error('ClientThrottlerGuard must run after ApiKeyGuard');
+    return request.apiClient.id;
   }
 
   /** One budget per client across every route, not one per route handler. */

@@ -17,6 +17,16 @@ function answersEveryMethod(methods: Record<string, boolean | undefined>): boole
   return methods._all === true || METHODS.every((method) => methods[method.toLowerCase()]);
 }
 
+/** A layer decodes the parameters it matches, and throws on percent-encoding that does not decode: such a path matches no route. */
+function matches(layer: RouteLayer, path: string): boolean {
+  try {
+    return Boolean(layer.match(path));
+  } catch (error) {
+    if (error instanceof URIError) return false;
+    throw error;
+  }
+}
+
 /**
  * The methods the app's routes answer at a path, as Express dispatches them
  * (HEAD wherever GET is), sorted; none for a path that no route matches.
@@ -27,7 +37,7 @@ function answersEveryMethod(methods: Record<string, boolean | undefined>): boole
 export function allowedMethods(router: Router, path: string): string[] {
   const methods = new Set<string>();
   for (const layer of router.stack as unknown as RouteLayer[]) {
-    if (!layer.route || answersEveryMethod(layer.route.methods) || !layer.match(path)) continue;
+    if (!layer.route || answersEveryMethod(layer.route.methods) || !matches(layer, path)) continue;
     for (const [method, answered] of Object.entries(layer.route.methods)) {
       if (answered) methods.add(method.toUpperCase());
     }

@@ -1,9 +1,10 @@
-import { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Logger } from '@nestjs/common';
-import { errorReply, fromClientError } from './error-envelope';
+import { errorReply, fromClientError, methodNotAllowed } from './error-envelope';
 import { ANSWER_HEADERS, type HttpReply } from './http-reply';
 import { REQUEST_ID_HEADER, newRequestId } from './request-id';
+import { TransportError, TransportErrorCode } from './transport-error';
 
 function rawResponse(reply: HttpReply, requestId: string): string {
   const headers = {
@@ -40,5 +41,49 @@ export function answerClientErrorsInEnvelope(server: Server): void {
       socket.write(rawResponse(reply, requestId));
     }
     socket.destroy();
+  });
+}
+
+/**
+ * CONNECT never reaches the app: Node hands it to the server's 'connect'
+ * listeners and, with none, closes the connection without a word. No route
+ * serves it, so it is answered as any other method no route serves: 405
+ * with Allow where the path has routes, 404 elsewhere (an authority such as
+ * `host:443` is no path). `allowedAt` gives the methods the app answers at a path.
+ */
+export function answerConnectInEnvelope(server: Server, allowedAt: (path: string) => string[]): void {
+  const logger = new Logger('HttpParser');
+  server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+    const target = request.url ?? '';
+    const allow = target.startsWith('/') ? allowedAt(target.split('?')[0]) : [];
+    const error = allow.length > 0 ? methodNotAllowed('CONNECT', allow) : new TransportError(TransportErrorCode.RouteNotFound, 'No such route.');
+    const requestId = newRequestId();
+    const reply = errorReply(error);
+    logger.warn({ msg: 'CONNECT refused', requestId, status: reply.status });
+    socket.end(rawResponse(reply, requestId));
+  });
+}
+
+/**
+ * An Expect other than 100-continue, which Node answers itself with a bare
+ * 417 unless the server listens for it: the same 417, in the envelope. The
+ * request goes no further (RFC 9110 10.1.1).
+ */
+export function answerExpectationsInEnvelope(server: Server): void {
+  const logger = new Logger('HttpParser');
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const requestId = newRequestId();
+    const reply = errorReply(new TransportError(TransportErrorCode.ExpectationFailed, 'Only the expectation 100-continue is met.'));
+    logger.warn({ msg: 'expectation refused', requestId, expect: String(request.headers.expect).slice(0, 100) });
+    response
+      .writeHead(reply.status, {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(reply.body),
+        ...ANSWER_HEADERS,
+        [REQUEST_ID_HEADER]: requestId,
+        ...reply.headers,
+        Connection: 'close',
+      })
+      .end(reply.body);
   });
 }

@@ -29,6 +29,8 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
       return [408, 'invalid_request_error'];
     case TransportErrorCode.BodyTooLarge:
       return [413, 'invalid_request_error'];
+    case TransportErrorCode.ExpectationFailed:
+      return [417, 'invalid_request_error'];
     case TransportErrorCode.UnsupportedMediaType:
       return [415, 'invalid_request_error'];
     case ErrorCode.Unauthenticated:

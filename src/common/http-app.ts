@@ -9,7 +9,7 @@ import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
 import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
 import { allowedMethods } from './allowed-methods';
-import { answerClientErrorsInEnvelope } from './client-error';
+import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './client-error';
 import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
@@ -19,7 +19,7 @@ import { requestForLog } from './log-safety';
 import { serveOpenApi } from './openapi';
 import { keepRawBody } from './raw-body';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
-import { TransportError } from './transport-error';
+import { TransportError, TransportErrorCode } from './transport-error';
 import { StrictValidationPipe } from './validation';
 
 /** Large enough for every field at its limit; anything bigger is refused unread. */
@@ -60,6 +60,12 @@ export function configureHttpApp(app: INestApplication): void {
   if (config.http.trustProxyHops > 0) expressApp.set('trust proxy', config.http.trustProxyHops);
   const server = app.getHttpServer() as Server;
   answerClientErrorsInEnvelope(server);
+  answerConnectInEnvelope(server, (path) => allowedMethods(expressApp.router, path));
+  answerExpectationsInEnvelope(server);
+  // Node answers an HTTP/1.1 request without Host with a bare 400 of its
+  // own before any middleware runs; the first middleware below refuses it
+  // in the envelope instead.
+  Object.assign(server, { requireHostHeader: false });
   // A client gets this long to send its whole request; Node's default of
   // five minutes lets a few slow bodies hold connections for ever.
   server.requestTimeout = config.http.requestTimeoutMs;
@@ -73,6 +79,12 @@ export function configureHttpApp(app: INestApplication): void {
   app.use((request: Request, response: Response, next: NextFunction) => {
     response.set(ANSWER_HEADERS).setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     next();
+  });
+  // RFC 9112 3.2: an HTTP/1.1 request without Host is a 400.
+  app.use((request: Request, response: Response, next: NextFunction) => {
+    if (request.httpVersion !== '1.1' || request.headers.host !== undefined) return next();
+    response.setHeader('Connection', 'close');
+    refuseBeforeRouting(request, response, new TransportError(TransportErrorCode.RequestMalformed, 'The request has no Host header.'));
   });
   app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(authenticateBeforeBody(app.get(ClientsService), app.get(AuthFailureLimiter), [PROVIDER_EVENTS_PATH]));

@@ -9,6 +9,7 @@ export enum TransportErrorCode {
   RequestMalformed = 'request_malformed',
   RequestHeadersTooLarge = 'request_headers_too_large',
   RequestTimeout = 'request_timeout',
+  ExpectationFailed = 'expectation_failed',
   BodyInvalidJson = 'body_invalid_json',
   BodyTooLarge = 'body_too_large',
   UnsupportedMediaType = 'unsupported_media_type',

@@ -9,7 +9,18 @@ describe('loadConfig', () => {
     expect(config.provider.url).toBe('http://localhost:4010');
     expect(config.http.port).toBe(3000);
     expect(config.mockProvider.port).toBe(4010);
-    expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000 });
+    expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000, answerCacheEntries: 10_000 });
+    expect(config.authCache).toEqual({ ttlMs: 5_000, maxKeys: 10_000 });
+    expect(config.webhooks).toEqual({
+      dispatchIntervalMs: 1_000,
+      timeoutMs: 10_000,
+      backoffBaseMs: 5_000,
+      backoffCapMs: 3_600_000,
+      retryHorizonHours: 72,
+      concurrency: 16,
+      maxInFlightPerEndpoint: 4,
+      batchSize: 200,
+    });
     expect(config.reconcile.staleAfterMs).toBe(60_000);
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
     expect(config.provider.breaker).toEqual({
@@ -28,6 +39,12 @@ describe('loadConfig', () => {
     expect(config.http.port).toBe(8080);
     expect(config.mockProvider.failureRate).toBe(0.25);
     expect(config.reconcile.maxAttempts).toBe(5);
+  });
+
+  it('refuses an endpoint share that leaves no send for the other endpoints', () => {
+    expect(() => loadConfig({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '4' })).toThrow(
+      'Invalid configuration: WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY (4) (got "4")',
+    );
   });
 
   it.each([

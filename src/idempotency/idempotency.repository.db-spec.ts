@@ -16,21 +16,9 @@ describe('IdempotencyRepository on Postgres', () => {
   const manager = () => db.dataSource.manager;
   const otherLease = (lease: Lease): Lease => ({ ...lease, token: randomUUID() });
 
-  /** A second claim of the key, as a new request for a new payment would make it (inserting nothing else). */
+  /** A second claim of the key, as a new request for a new payment makes it: the claim and its payment in one statement. */
   async function claimAgain(lease: Lease): Promise<boolean> {
-    return db.dataSource.transaction(async (tx) => {
-      const paymentId = newPaymentId();
-      const claimed = await keys().claim(tx, {
-        lease: otherLease(lease),
-        fingerprint: 'e'.repeat(64),
-        paymentId,
-        leaseMs: LEASE_MS,
-      });
-      // The key's payment_id is checked at commit: give the takeover its payment.
-      if (claimed) await tx.query(`INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key)
-                                   VALUES ($1, $2, 1, 'USD', 'pm_card_ok', $3)`, [paymentId, clientId, `pk_${paymentId}`]);
-      return claimed;
-    });
+    return (await given.claimAs(otherLease(lease), 'e'.repeat(64))) !== undefined;
   }
 
   describe('claim', () => {

@@ -32,6 +32,50 @@ type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'response
   expiresInMs: number | null;
 };
 
+/** A new request's claim of its key, for the payment it is about to create. */
+export interface KeyClaim {
+  /** Its client is the payment's. */
+  lease: Lease;
+  fingerprint: string;
+  leaseMs: number;
+}
+
+/**
+ * The claim of a key for a new payment, as the `claimed` CTE of the statement
+ * that inserts that payment (PaymentsRepository.insertPendingUnderClaim): key
+ * and payment are written by one statement, so one commit, with no
+ * transaction to open. `$1` and `$2` are the payment's id and client (the
+ * key's client too); the claim's own values are `$first` onwards, in the
+ * order of claimParams. A conflict means someone
+ * holds the key, unless it has expired (with its final response stored:
+ * nothing else expires): then it is a new request and the old row is taken
+ * over in the same statement. Returns the claimed row's payment_id, or no row.
+ */
+export function claimedCte(first: number): string {
+  const [key, fingerprint, token, leaseMs] = [0, 1, 2, 3].map((i) => `$${first + i}`);
+  return `claimed AS (
+       INSERT INTO idempotency_keys
+         (client_id, key, fingerprint, payment_id, lease_token, leased_until)
+       VALUES ($2, ${key}, ${fingerprint}, $1, ${token}, now() + ${leaseMs} * interval '1 millisecond')
+       ON CONFLICT (client_id, key) DO UPDATE SET
+         fingerprint = EXCLUDED.fingerprint,
+         payment_id = EXCLUDED.payment_id,
+         lease_token = EXCLUDED.lease_token,
+         leased_until = EXCLUDED.leased_until,
+         response_status = NULL,
+         response_body = NULL,
+         completed_at = NULL,
+         created_at = now(),
+         expires_at = NULL
+       WHERE idempotency_keys.expires_at <= now()
+       RETURNING payment_id
+     )`;
+}
+
+export function claimParams(claim: KeyClaim): unknown[] {
+  return [claim.lease.key, claim.fingerprint, claim.lease.token, claim.leaseMs];
+}
+
 /**
  * The idempotency_keys table. Every method is one statement; the create flow
  * and the ledger compose them into transactions. Times come from Postgres
@@ -44,38 +88,6 @@ type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'response
  */
 @Injectable()
 export class IdempotencyRepository {
-  /**
-   * Claims the key for a new payment. A conflict means someone holds the key,
-   * unless it has expired (with its final response stored: nothing else
-   * expires): then it is a new request and the old row is taken over in the
-   * same statement.
-   */
-  async claim(
-    db: EntityManager,
-    claim: { lease: Lease; fingerprint: string; paymentId: string; leaseMs: number },
-  ): Promise<boolean> {
-    const rows = await queryRows(
-      db,
-      `INSERT INTO idempotency_keys
-         (client_id, key, fingerprint, payment_id, lease_token, leased_until)
-       VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
-       ON CONFLICT (client_id, key) DO UPDATE SET
-         fingerprint = EXCLUDED.fingerprint,
-         payment_id = EXCLUDED.payment_id,
-         lease_token = EXCLUDED.lease_token,
-         leased_until = EXCLUDED.leased_until,
-         response_status = NULL,
-         response_body = NULL,
-         completed_at = NULL,
-         created_at = now(),
-         expires_at = NULL
-       WHERE idempotency_keys.expires_at <= now()
-       RETURNING 1`,
-      [claim.lease.clientId, claim.lease.key, claim.fingerprint, claim.paymentId, claim.lease.token, claim.leaseMs],
-    );
-    return rows.length === 1;
-  }
-
   async find(db: EntityManager, clientId: string, key: string): Promise<KeyState | undefined> {
     const row = await queryRow<KeyRow>(
       db,

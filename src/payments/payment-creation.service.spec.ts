@@ -53,11 +53,10 @@ async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
 describe('PaymentCreationService.create', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
-  it('claims, charges under the payment’s provider key and records the outcome in two transactions', async () => {
+  it('claims, charges under the payment’s provider key and records the outcome: one statement, then one transaction', async () => {
     const { sut, keys, payments, provider, dataSource, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id, providerKey: row.providerKey }));
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
     payments.transition = jest.fn(async (_db, id, _outcome) =>
@@ -69,7 +68,7 @@ describe('PaymentCreationService.create', () => {
 
     expect(reply.status).toBe(201);
     expect(reply.headers).toEqual({});
-    const paymentId = payments.insertPending.mock.calls[0][1].id;
+    const paymentId = payments.insertPendingUnderClaim.mock.calls[0][1].id;
     expect(provider.createCharge).toHaveBeenCalledTimes(1);
     expect(provider.createCharge.mock.calls[0][0]).toMatchObject({
       providerKey: `pk_${paymentId}`,
@@ -82,7 +81,8 @@ describe('PaymentCreationService.create', () => {
       { status: 201, body: reply.body },
       24,
     );
-    expect(dataSource.transaction).toHaveBeenCalledTimes(2);
+    expect(payments.insertPendingUnderClaim.mock.calls[0][2]).toMatchObject({ lease: { key: 'key-1' }, fingerprint: command.fingerprint });
+    expect(dataSource.transaction).toHaveBeenCalledTimes(1);
   });
 
   it('replays a stored response from one read: no transaction, no claim, no provider', async () => {
@@ -98,8 +98,7 @@ describe('PaymentCreationService.create', () => {
   it('replays a payment it recorded itself without reading the key again, and refuses another body under that key', async () => {
     const { sut, keys, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id, providerKey: row.providerKey }));
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
     payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }));
@@ -152,15 +151,15 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('settles a race for a new key at the claim: the loser reads the winner’s key and gets 409', async () => {
-    const { sut, keys, command } = setup();
+    const { sut, keys, payments, command } = setup();
     keys.find = jest
       .fn()
       .mockResolvedValueOnce(undefined)
       .mockResolvedValue(existingKey({ leaseRemainingSeconds: 30 }));
-    keys.claim = jest.fn().mockResolvedValue(false);
+    payments.insertPendingUnderClaim = jest.fn().mockResolvedValue(undefined);
 
     expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
-    // payments.insertPending and provider.createCharge are not stubbed: the loser made nothing.
+    // provider.createCharge is not stubbed: the loser charged nothing.
   });
 
   it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
@@ -185,8 +184,7 @@ describe('PaymentCreationService.create', () => {
   ])('answers 202 and releases the key when %s, recording nothing', async (_name, result) => {
     const { sut, keys, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue(result);
     keys.release = jest.fn().mockResolvedValue(undefined);
 
@@ -199,8 +197,7 @@ describe('PaymentCreationService.create', () => {
 
   it('writes nothing when its lease was taken over, and answers with what the new holder stored', async () => {
     const { sut, keys, payments, provider, command } = setup();
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
     keys.find = jest
@@ -217,8 +214,7 @@ describe('PaymentCreationService.create', () => {
     jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
     try {
       const { sut, keys, payments, command } = setup();
-      keys.claim = jest.fn().mockResolvedValue(true);
-      payments.insertPending = jest.fn(async (_db, row) => {
+      payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => {
         // A stall (a long GC pause) inside phase 1, longer than the lease.
         jest.advanceTimersByTime(loadConfig({}).idempotency.leaseMs);
         return aPayment({ id: row.id });
@@ -242,8 +238,7 @@ describe('PaymentCreationService.create', () => {
   it('maps the active-order index to order_already_paid', async () => {
     const { sut, keys, payments, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn().mockRejectedValue(
+    payments.insertPendingUnderClaim = jest.fn().mockRejectedValue(
       new QueryFailedError('INSERT', [], Object.assign(new Error('duplicate'), {
         code: '23505',
         constraint: 'payments_client_order_active_key',
@@ -336,8 +331,7 @@ describe('PaymentCreationService.create', () => {
   it('answers 202 without storing it when the charge sends the payment to review', async () => {
     const { sut, keys, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
-    keys.claim = jest.fn().mockResolvedValue(true);
-    payments.insertPending = jest.fn(async (_db, row) => aPayment({ id: row.id }));
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
     payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'requires_review' }));

@@ -175,22 +175,16 @@ export class PaymentCreationService {
   }
 
   /**
-   * Phase 1: the key claim and the pending payment in one commit. Undefined
-   * when the key was claimed by someone else since it was read.
+   * Phase 1: the key claim and the pending payment, one statement and so one
+   * commit. Undefined when the key was claimed by someone else since it was read.
    */
   private async claimAndCreatePending(command: CreatePaymentCommand, lease: Lease): Promise<Payment | undefined> {
     const paymentId = newPaymentId();
     const { body } = command;
     try {
-      return await this.dataSource.transaction(async (db) => {
-        const claimed = await this.keys.claim(db, {
-          lease,
-          fingerprint: command.fingerprint,
-          paymentId,
-          leaseMs: this.config.idempotency.leaseMs,
-        });
-        if (!claimed) return undefined;
-        return this.payments.insertPending(db, {
+      return await this.payments.insertPendingUnderClaim(
+        this.dataSource.manager,
+        {
           id: paymentId,
           clientId: command.clientId,
           amount: body.amount,
@@ -200,8 +194,9 @@ export class PaymentCreationService {
           description: body.description ?? null,
           metadata: body.metadata ?? {},
           providerKey: providerKeyFor(paymentId),
-        });
-      });
+        },
+        { lease, fingerprint: command.fingerprint, leaseMs: this.config.idempotency.leaseMs },
+      );
     } catch (error) {
       if (isUniqueViolation(error, ACTIVE_ORDER_INDEX)) throw orderAlreadyPaid(body.order_id);
       throw error;

@@ -1,13 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
+import { type KeyClaim, claimParams, claimedCte } from '../idempotency/idempotency.repository';
 import type { FinalOutcome } from './payment-outcome';
 import { type Payment, paymentsTable } from './payments.table';
 
 const PAYMENT = paymentsTable.selectList;
 
 /** What a new payment is made of; the rest comes from the schema's defaults. */
-type NewPayment = Pick<
+export type NewPayment = Pick<
   Payment,
   'id' | 'clientId' | 'amount' | 'currency' | 'paymentMethod' | 'orderId' | 'description' | 'metadata' | 'providerKey'
 >;
@@ -15,26 +16,33 @@ type NewPayment = Pick<
 /** The payments table. Every method is one statement; transactions are composed by the callers. */
 @Injectable()
 export class PaymentsRepository {
-  async insertPending(db: EntityManager, payment: NewPayment): Promise<Payment> {
-    const row = await queryRow<Payment>(
+  /**
+   * Phase 1 of a request in one statement: the key's claim (see claimedCte)
+   * and the pending payment, inserted only if the claim took. Undefined when
+   * someone else holds the key. A payment refused by the active-order index
+   * fails the whole statement, the claim with it.
+   */
+  async insertPendingUnderClaim(db: EntityManager, payment: NewPayment, claim: KeyClaim): Promise<Payment | undefined> {
+    const values = [
+      payment.id,
+      payment.clientId,
+      payment.amount,
+      payment.currency,
+      payment.paymentMethod,
+      payment.orderId,
+      payment.description,
+      JSON.stringify(payment.metadata),
+      payment.providerKey,
+    ];
+    return queryRow<Payment>(
       db,
-      `INSERT INTO payments
+      `WITH ${claimedCte(values.length + 1)}
+       INSERT INTO payments
          (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM claimed
        RETURNING ${PAYMENT}`,
-      [
-        payment.id,
-        payment.clientId,
-        payment.amount,
-        payment.currency,
-        payment.paymentMethod,
-        payment.orderId,
-        payment.description,
-        JSON.stringify(payment.metadata),
-        payment.providerKey,
-      ],
+      [...values, ...claimParams(claim)],
     );
-    return row!;
   }
 
   async findById(db: EntityManager, id: string): Promise<Payment | undefined> {

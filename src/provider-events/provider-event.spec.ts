@@ -19,6 +19,10 @@ describe('parseProviderEvent', () => {
     });
   });
 
+  it('reads the largest version payments.provider_version holds', () => {
+    expect(parseProviderEvent(event({}, { version: 2 ** 31 - 1 })).data.version).toBe(2 ** 31 - 1);
+  });
+
   it.each([
     ['no id', event({ id: undefined })],
     ['an unknown type', event({ type: 'charge.refunded' })],
@@ -26,6 +30,8 @@ describe('parseProviderEvent', () => {
     ['no provider key', event({}, { provider_key: undefined })],
     ['a version below 1', event({}, { version: 0 })],
     ['a fractional version', event({}, { version: 1.5 })],
+    ['a version past what payments.provider_version holds', event({}, { version: 2 ** 31 })],
+    ['a version past a safe integer', event({}, { version: 2 ** 53 })],
     ['a malformed charge', event({}, { amount: '500' })],
     ['no data', event({ data: null })],
   ])('refuses an event with %s', (_case, body) => {

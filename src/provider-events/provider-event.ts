@@ -4,6 +4,13 @@ import { parseProviderCharge } from '../provider/provider-charge';
 
 export const PROVIDER_EVENT_TYPES = ['charge.pending', 'charge.succeeded', 'charge.failed'] as const;
 
+/**
+ * The largest version payments.provider_version (a Postgres integer) holds:
+ * a larger one, even signed, is refused here rather than failing the UPDATE
+ * that would store it with a 500.
+ */
+const MAX_VERSION = 2 ** 31 - 1;
+
 /** A provider event as the provider sends it: the charge after one change, and that change's version. */
 export interface ProviderEvent {
   id: string;
@@ -28,6 +35,7 @@ export function parseProviderEvent(body: unknown): ProviderEvent {
     typeof data?.provider_key !== 'string' ||
     !Number.isInteger(data.version) ||
     (data.version as number) < 1 ||
+    (data.version as number) > MAX_VERSION ||
     `charge.${charge.status}` !== event.type
   ) {
     throw new DomainError(ErrorCode.ParameterInvalid, 'The provider event is not one this API can read.');

@@ -33,21 +33,22 @@ export class LedgerFixtures {
     return (await createClient(this.dataSource, 'db spec with webhook', { webhookUrl: url })).id;
   }
 
-  /** Phase 1 of a request: a claimed key and its pending payment, in one commit. */
+  /** Phase 1 of a request: a claimed key and its pending payment, in one statement. */
   async claimed(clientId: string, key: string = randomUUID(), orderId: string | null = null): Promise<{ lease: Lease; payment: Payment }> {
     const lease: Lease = { clientId, key, token: randomUUID() };
+    const payment = await this.claimAs(lease, FINGERPRINT, orderId);
+    if (!payment) throw new Error(`key ${key} was not claimable`);
+    return { lease, payment };
+  }
+
+  /** A new request's phase 1 under `lease`: its payment, or undefined when the key is not claimable. */
+  claimAs(lease: Lease, fingerprint: string, orderId: string | null = null): Promise<Payment | undefined> {
     const id = newPaymentId();
-    const payment = await this.dataSource.transaction(async (db) => {
-      const claimed = await this.keys.claim(db, {
-        lease,
-        fingerprint: FINGERPRINT,
-        paymentId: id,
-        leaseMs: LEASE_MS,
-      });
-      if (!claimed) throw new Error(`key ${key} was not claimable`);
-      return this.payments.insertPending(db, {
+    return this.payments.insertPendingUnderClaim(
+      this.dataSource.manager,
+      {
         id,
-        clientId,
+        clientId: lease.clientId,
         amount: 500,
         currency: 'USD',
         paymentMethod: 'pm_card_ok',
@@ -55,9 +56,9 @@ export class LedgerFixtures {
         description: null,
         metadata: { order: 'a' },
         providerKey: providerKeyFor(id),
-      });
-    });
-    return { lease, payment };
+      },
+      { lease, fingerprint, leaseMs: LEASE_MS },
+    );
   }
 
   /**

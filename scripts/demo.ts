@@ -1,0 +1,621 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import createClient, { type Client } from 'openapi-fetch';
+import { ClientsRepository } from '../src/clients/clients.repository';
+import { ClientsService } from '../src/clients/clients.service';
+import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
+import { createDataSource } from '../src/database/data-source';
+import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
+import { providerKeyFor } from '../src/payments/payment';
+import { runAudit } from './audit';
+import type { components, paths } from './lib/api-types';
+import { type ManagedProcess, type ProcessExit, startApiProcess } from './lib/processes';
+import { WebhookReceiver } from './lib/webhook-receiver';
+
+/**
+ * `npm run demo`: a narrated walk through what the service exists for, against
+ * a stack that is already running (compose, or `npm run start:all`), with the
+ * client generated from the OpenAPI document. Each step says what the client
+ * sent, what came back and why, and checks it; exit 0 when every step behaved
+ * as narrated, 1 when one did not, 2 when the demo could not run.
+ */
+
+type Api = Client<paths>;
+type Payment = components['schemas']['PaymentResource'];
+type PaymentBody = components['schemas']['CreatePaymentDto'];
+type EventType = components['schemas']['EventResource']['type'];
+
+const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk_…] [--webhooks] [--wait S]
+
+A narrated walk through the service's scenarios against a RUNNING stack: a
+first payment, a lost provider reply, a reused key, 20 concurrent retries, a
+decline, a pending charge settled by the provider's event, a crash mid-payment
+finished by the worker, the merchant's events, then the ledger audit. Exit 0
+when every step behaved as narrated, 1 when one did not, 2 when it could not run.
+  --api URL       the API (default http://localhost:3000)
+  --provider URL  the mock provider (default http://localhost:4010)
+  --api-key KEY   pay as this existing client; without it the demo creates a
+                  client of its own in DATABASE_URL, as client:create does
+  --webhooks      also receive the events as webhooks, on an endpoint the demo
+                  serves on 127.0.0.1: only when the worker runs on this machine
+                  (not under compose, whose containers cannot reach its loopback)
+  --wait S        how long to wait for the API and the provider to answer
+                  before the first step (default 30)
+DATABASE_URL, REDIS_URL and QUEUE_PREFIX must be those of the stack: the crash
+step runs an API process of its own on them, and the audit reads them.
+`;
+
+/** How long the provider's pending charge and its event may take (PROVIDER_PENDING_SETTLE_MS is 3 s by default). */
+const SETTLE_DEADLINE_MS = 30_000;
+/** Slack on top of the worker's own schedule, for a busy machine. */
+const WORKER_SLACK_MS = 30_000;
+const WEBHOOK_DEADLINE_MS = 30_000;
+/** The API answers the provider's event once its effect is committed, so the payment can read succeeded a moment before. */
+const EVENT_ACK_DEADLINE_MS = 10_000;
+const POLL_MS = 200;
+const CONCURRENT_RETRIES = 20;
+/**
+ * The crash step's own API: its lease is what the worker waits out before it
+ * takes the payment over, so a short one (above its provider deadline, as
+ * the configuration demands) keeps the step short.
+ */
+const CRASHING_API_ENV = {
+  NODE_ENV: 'development',
+  LOG_LEVEL: 'info',
+  CRASH_POINT: 'after_claim',
+  CRASH_POINT_SIGNAL: 'SIGKILL',
+  IDEMPOTENCY_LEASE_MS: '3000',
+  PROVIDER_DEADLINE_MS: '2500',
+};
+const CRASH_LEASE_MS = Number(CRASHING_API_ENV.IDEMPOTENCY_LEASE_MS);
+const CRASH_EXIT_DEADLINE_MS = 10_000;
+
+interface Options {
+  /** How long to wait for the stack to answer before the first step. */
+  waitMs: number;
+  apiUrl: string;
+  providerUrl: string;
+  apiKey?: string;
+  webhooks: boolean;
+}
+
+/** One POST /v1/payments as the client saw it. */
+interface Answer {
+  status: number;
+  /** The body byte for byte. */
+  text: string;
+  replayed: boolean;
+  retryAfter: string | null;
+  /** The payment object, or the one a decline embeds. */
+  payment?: Payment;
+  code?: string;
+}
+
+class Narrator {
+  failures = 0;
+  private steps = 0;
+
+  step(title: string, why: string): void {
+    this.steps++;
+    this.line(`\n== ${this.steps}. ${title} ==`);
+    this.line(why);
+  }
+
+  sent(what: string): void {
+    this.line(`  -> ${what}`);
+  }
+
+  got(what: string): void {
+    this.line(`  <- ${what}`);
+  }
+
+  note(what: string): void {
+    this.line(`     ${what}`);
+  }
+
+  check(passed: boolean, what: string, detail?: string): boolean {
+    if (!passed) this.failures++;
+    this.line(`  ${passed ? 'ok  ' : 'FAIL'} ${what}${!passed && detail ? ` (${detail})` : ''}`);
+    return passed;
+  }
+
+  line(text: string): void {
+    process.stdout.write(`${text}\n`);
+  }
+}
+
+/** A typed client whose answers also keep their raw body, for byte-for-byte comparisons. */
+function apiClient(baseUrl: string, apiKey: string): { api: Api; raw: (response: Response) => Promise<string> } {
+  const bodies = new WeakMap<Response, Promise<string>>();
+  const api = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${apiKey}` } });
+  api.use({
+    onResponse({ response }) {
+      bodies.set(response, response.clone().text());
+    },
+  });
+  return { api, raw: (response) => bodies.get(response) ?? Promise.resolve('') };
+}
+
+class Demo {
+  private readonly finals = new Map<string, EventType>();
+  /** The first step's key, which the third reuses with another body. */
+  private readonly firstKey = newKey();
+  private api!: Api;
+  private raw!: (response: Response) => Promise<string>;
+
+  constructor(
+    private readonly options: Options,
+    private readonly config: AppConfig,
+    private readonly say: Narrator,
+  ) {}
+
+  async run(apiKey: string, receiver: WebhookReceiver | undefined): Promise<void> {
+    ({ api: this.api, raw: this.raw } = apiClient(this.options.apiUrl, apiKey));
+    await this.firstAttempt();
+    await this.lostReply();
+    await this.keyReused();
+    await this.concurrentRetries();
+    await this.decline();
+    await this.pendingSettledByEvent();
+    await this.crashFinishedByWorker(apiKey);
+    await this.merchantEvents(receiver);
+    await this.audit();
+  }
+
+  private async firstAttempt(): Promise<void> {
+    this.say.step(
+      'First attempt',
+      'A new Idempotency-Key: the API claims the key, charges once under the provider key pk_<payment id>, stores the answer.',
+    );
+    const key = this.firstKey;
+    const body = card('pm_card_ok', 1_000);
+    const first = await this.pay(key, body);
+    const payment = first.payment;
+    this.say.check(first.status === 201 && payment?.status === 'succeeded', '201 with a succeeded payment', describe(first));
+    if (!payment) return;
+    this.finals.set(payment.id, 'payment.succeeded');
+    await this.oneChargeFor(payment.id);
+
+    this.say.line('The same request again, as a client that never saw the answer would send it:');
+    const replay = await this.pay(key, body);
+    this.say.check(
+      replay.status === 201 && replay.replayed && replay.text === first.text,
+      'the stored answer, byte for byte, with Idempotent-Replayed: true; no second charge',
+      describe(replay),
+    );
+    await this.oneChargeFor(payment.id);
+  }
+
+  private async keyReused(): Promise<void> {
+    this.say.step(
+      'The same key with a different body',
+      'The first step\'s key, now with amount 1001: not a retry but a client bug. Answering with the stored payment would ' +
+        'hide it, charging again would break the key\'s promise: the API refuses it.',
+    );
+    const reused = await this.pay(this.firstKey, card('pm_card_ok', 1_001));
+    this.say.check(reused.status === 422 && reused.code === 'idempotency_key_reused', '422 idempotency_key_reused', describe(reused));
+  }
+
+  private async lostReply(): Promise<void> {
+    this.say.step(
+      'A lost provider reply, and the retry',
+      'pm_card_lost_response: the provider records the charge, then drops the connection without answering. ' +
+        'The API cannot know whether it charged, so it retries under the same provider key, and the provider answers with the charge it already has.',
+    );
+    const answer = await this.pay(newKey(), card('pm_card_lost_response', 2_000));
+    const payment = answer.payment;
+    this.say.check(answer.status === 201 && payment?.status === 'succeeded', '201 succeeded although the first reply was lost', describe(answer));
+    if (!payment) return;
+    this.finals.set(payment.id, 'payment.succeeded');
+    const key = providerKeyFor(payment.id);
+    this.say.sent(`provider GET /charges/${key}`);
+    const { status, charge } = await this.providerCharge(key);
+    this.say.got(`${status} ${charge ? `${charge.id} ${charge.status}` : ''}`);
+    this.say.check(status === 200 && charge?.id === payment.provider_charge_id, 'the provider holds the charge the payment names');
+    await this.oneChargeFor(payment.id);
+  }
+
+  private async concurrentRetries(): Promise<void> {
+    this.say.step(
+      `${CONCURRENT_RETRIES} concurrent retries on one key`,
+      'A client whose retries race each other: they meet at the key\'s primary key; one claims it and charges, ' +
+        'the others get 409 idempotency_key_in_use (try again later) or, once it is done, the stored answer.',
+    );
+    const key = newKey();
+    const body = card('pm_card_ok', 3_000);
+    this.say.sent(`${CONCURRENT_RETRIES} x POST /v1/payments at once, Idempotency-Key: ${key}, ${JSON.stringify(body)}`);
+    const answers = await Promise.all(Array.from({ length: CONCURRENT_RETRIES }, () => this.send(key, body)));
+    const created = answers.filter((answer) => answer.status === 201);
+    const inUse = answers.filter((answer) => answer.status === 409 && answer.code === 'idempotency_key_in_use');
+    const ids = new Set(created.map((answer) => answer.payment?.id));
+    this.say.got(
+      `${created.length} x 201 (${created.filter((answer) => answer.replayed).length} of them replays), ${inUse.length} x 409 idempotency_key_in_use` +
+        `, ${answers.length - created.length - inUse.length} other`,
+    );
+    this.say.check(created.length + inUse.length === answers.length, 'every answer is the 201 or a 409 idempotency_key_in_use');
+    this.say.check(
+      created.filter((answer) => !answer.replayed).length === 1,
+      'exactly one request did the work (the one 201 without Idempotent-Replayed)',
+    );
+    this.say.check(ids.size === 1 && new Set(created.map((answer) => answer.text)).size === 1, 'every 201 is the same payment, byte for byte');
+
+    this.say.line('The client, told 409 with Retry-After, retries once more:');
+    const last = await this.pay(key, body);
+    this.say.check(
+      last.status === 201 && last.replayed && created.every((answer) => answer.text === last.text),
+      'the stored 201, byte for byte',
+      describe(last),
+    );
+    if (!last.payment) return;
+    this.finals.set(last.payment.id, 'payment.succeeded');
+    await this.oneChargeFor(last.payment.id);
+  }
+
+  private async decline(): Promise<void> {
+    this.say.step(
+      'A decline, replayed byte for byte',
+      'pm_card_declined: the provider declines. A decline is a final answer: stored and replayed like a success, never charged on a retry.',
+    );
+    const key = newKey();
+    const body = card('pm_card_declined', 4_000);
+    const first = await this.pay(key, body);
+    this.say.check(
+      first.status === 402 && first.code === 'card_declined' && first.payment?.status === 'failed',
+      '402 card_declined with the failed payment embedded',
+      describe(first),
+    );
+    if (first.payment) this.finals.set(first.payment.id, 'payment.failed');
+    const replay = await this.pay(key, body);
+    this.say.check(replay.status === 402 && replay.replayed && replay.text === first.text, 'the same 402, byte for byte, replayed', describe(replay));
+  }
+
+  private async pendingSettledByEvent(): Promise<void> {
+    this.say.step(
+      'A pending payment settled by the provider\'s event',
+      'pm_card_pending: the provider accepts the charge as pending and settles it later. The API answers 202 with the payment ' +
+        'pending; nothing is guessed. The provider then posts a signed charge.succeeded event, which moves the payment to succeeded.',
+    );
+    const key = newKey();
+    const body = card('pm_card_pending', 5_000);
+    const first = await this.pay(key, body);
+    const payment = first.payment;
+    this.say.check(
+      first.status === 202 && payment?.status === 'pending' && first.retryAfter !== null,
+      '202 with the payment pending and Retry-After',
+      describe(first),
+    );
+    if (!payment) return;
+    this.say.sent(`GET /v1/payments/${payment.id} every ${POLL_MS} ms, for up to ${SETTLE_DEADLINE_MS / 1000} s`);
+    const started = Date.now();
+    const settled = await this.pollUntilFinal(payment.id, SETTLE_DEADLINE_MS);
+    this.say.got(`${settled?.status ?? 'no answer'} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    if (!settled || !this.say.check(settled.status === 'succeeded', 'succeeded')) return;
+    this.finals.set(payment.id, 'payment.succeeded');
+    // Only the worker's sweep could settle it otherwise, and the sweep takes no payment younger than this.
+    const { staleAfterMs } = this.config.reconcile;
+    const settledAfterMs = Date.parse(settled.updated_at) - Date.parse(settled.created_at);
+    this.say.check(
+      settledAfterMs < staleAfterMs,
+      `settled ${settledAfterMs} ms after its creation, before the worker's sweep may take it (RECONCILE_STALE_AFTER_MS, ${staleAfterMs} ms): by the event`,
+    );
+    this.say.sent('provider GET /events, until its charge.succeeded event is acknowledged');
+    const deadline = Date.now() + EVENT_ACK_DEADLINE_MS;
+    let event = await this.settlingEvent(payment.id);
+    while (!event?.delivered && Date.now() < deadline) {
+      await delay(POLL_MS);
+      event = await this.settlingEvent(payment.id);
+    }
+    this.say.got(event ? `${event.id} ${event.type} version ${event.data.version}, delivered: ${event.delivered}, attempts: ${event.attempts}` : 'no charge.succeeded event');
+    this.say.check(event?.delivered === true, 'the API answered the signed event 2xx, after committing what it applied');
+    const replay = await this.pay(key, body);
+    this.say.check(replay.status === 201 && replay.replayed, 'a retry with the key now replays the final 201', describe(replay));
+    await this.oneChargeFor(payment.id);
+  }
+
+  private async crashFinishedByWorker(apiKey: string): Promise<void> {
+    const { staleAfterMs, intervalMs } = this.config.reconcile;
+    const deadlineMs = CRASH_LEASE_MS + staleAfterMs + 2 * intervalMs + WORKER_SLACK_MS;
+    this.say.step(
+      'A crash mid-payment, finished by the worker',
+      'The running stack is not the demo\'s to kill, so the crash happens in an API process the demo starts itself, on the ' +
+        'same database, Redis and provider, with CRASH_POINT=after_claim: it commits the claim and the pending payment, then ' +
+        'SIGKILLs itself before calling the provider. Nobody will retry; the stack\'s worker finds the payment once it is ' +
+        `RECONCILE_STALE_AFTER_MS (${staleAfterMs} ms) old and its lease (${CRASH_LEASE_MS} ms) has run out, asks the ` +
+        'provider, which never heard of it, and submits the charge under the same provider key.',
+    );
+    const crashing = await startApiProcess({ ...CRASHING_API_ENV, PROVIDER_URL: this.options.providerUrl });
+    let paymentId: string | undefined;
+    try {
+      const key = newKey();
+      const body = card('pm_card_ok', 6_000);
+      this.say.sent(`POST ${crashing.url}/v1/payments (the demo's own API, pid ${crashing.pid})  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
+      const outcome = await apiClient(crashing.url, apiKey)
+        .api.POST('/v1/payments', { params: { header: { 'Idempotency-Key': key } }, body })
+        .then((answer) => `${answer.response.status}`, (error: unknown) => `no answer (${errorName(error)})`);
+      const crashed = await crashing.waitForLine(({ json }) => json?.msg === 'crash point reached');
+      const exit = await exitWithin(crashing, CRASH_EXIT_DEADLINE_MS);
+      paymentId = crashed.json?.paymentId as string | undefined;
+      this.say.got(`${outcome}; the process wrote "crash point reached" for ${paymentId} and died (${exit ? (exit.signal ?? exit.code) : 'still running'})`);
+      this.say.check(outcome.startsWith('no answer') && exit?.signal === 'SIGKILL', 'the client got no answer: the API died mid-payment');
+      if (!paymentId) return;
+
+      const before = await this.readPayment(paymentId);
+      const { status } = await this.providerCharge(providerKeyFor(paymentId));
+      this.say.got(`the stack's API: GET /v1/payments/${paymentId} -> ${before?.status}; provider GET /charges/${providerKeyFor(paymentId)} -> ${status}`);
+      this.say.check(before?.status === 'pending' && status === 404, 'left behind: a pending payment the provider never received');
+
+      this.say.sent(`GET /v1/payments/${paymentId} every ${POLL_MS} ms, for up to ${Math.round(deadlineMs / 1000)} s`);
+      const started = Date.now();
+      const settled = await this.pollUntilFinal(paymentId, deadlineMs);
+      this.say.got(`${settled?.status ?? 'still pending'} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      if (!this.say.check(settled?.status === 'succeeded', 'the worker finished it: succeeded')) return;
+      this.finals.set(paymentId, 'payment.succeeded');
+      await this.oneChargeFor(paymentId);
+      this.say.line('The client comes back and retries with its key, at the stack\'s API:');
+      const retry = await this.pay(key, body);
+      this.say.check(
+        retry.status === 201 && retry.replayed && retry.payment?.id === paymentId,
+        'the 201 the worker stored, replayed: the same payment',
+        describe(retry),
+      );
+    } finally {
+      await crashing.kill();
+    }
+  }
+
+  private async merchantEvents(receiver: WebhookReceiver | undefined): Promise<void> {
+    this.say.step(
+      'Merchant events',
+      'Every final status is an event, written in the same transaction as the change, whoever made it (the request, the ' +
+        'provider\'s event, the worker). The merchant pulls them from GET /v1/events' +
+        (receiver ? ', and the worker pushes each to its webhook endpoint, signed.' : '; webhooks are off in this run (--webhooks).'),
+    );
+    this.say.sent('GET /v1/events?limit=100, page after page');
+    const events = await this.listEvents();
+    const ours = events.filter((event) => this.finals.get(event.data.object.id) === event.type);
+    this.say.got(`${events.length} events; ${ours.length} for the ${this.finals.size} final payments of this run: ${count(ours.map((e) => e.type))}`);
+    this.say.check(
+      [...this.finals].every(([id, type]) => ours.filter((event) => event.data.object.id === id && event.type === type).length === 1),
+      'one event per final payment, of its status',
+    );
+    if (!receiver) return;
+
+    const ids = new Set(ours.map((event) => event.id));
+    this.say.sent(`wait up to ${WEBHOOK_DEADLINE_MS / 1000} s for a verified delivery of each of them at ${receiver.url('demo')}`);
+    const deadline = Date.now() + WEBHOOK_DEADLINE_MS;
+    const delivered = () =>
+      new Set(receiver.receipts('demo').filter((r) => r.verified && r.answer === 204 && ids.has(r.webhookId)).map((r) => r.webhookId));
+    while (delivered().size < ids.size && Date.now() < deadline) await delay(POLL_MS);
+    const receipts = receiver.receipts('demo');
+    this.say.got(`${receipts.length} webhook requests, ${delivered().size} distinct events, signatures verified: ${receipts.every((r) => r.verified)}`);
+    this.say.check(delivered().size === ids.size, 'every event was delivered to the merchant\'s endpoint, signed, under webhook-id = event id');
+  }
+
+  private async audit(): Promise<void> {
+    this.say.step(
+      'The ledger audit',
+      'npm run audit\'s rules over the whole database and the provider\'s ledger (not just this run): no charge without its ' +
+        'payment, no payment charged twice or succeeded without a charge, no decline charged, no pending payment forgotten.',
+    );
+    this.say.sent('provider GET /charges and GET /events, the reconciliation queue in Redis, the payments table');
+    const report = await runAudit({ ...this.config, provider: { ...this.config.provider, url: this.options.providerUrl } });
+    const broken = Object.entries(report.violations).filter(([, found]) => found.count > 0);
+    this.say.got(
+      `payments ${JSON.stringify(report.payments)}; charges ${JSON.stringify(report.charges)}; ` +
+        `violations: ${broken.length === 0 ? 'none' : broken.map(([kind, found]) => `${kind} ${found.count}`).join(', ')}`,
+    );
+    this.say.check(report.ok, 'the ledgers agree', JSON.stringify(Object.fromEntries(broken)));
+  }
+
+  private async pay(key: string, body: PaymentBody): Promise<Answer> {
+    this.say.sent(`POST /v1/payments  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
+    const answer = await this.send(key, body);
+    this.say.got(describe(answer));
+    return answer;
+  }
+
+  private async send(key: string, body: PaymentBody): Promise<Answer> {
+    const { data, error, response } = await this.api.POST('/v1/payments', { params: { header: { 'Idempotency-Key': key } }, body });
+    return {
+      status: response.status,
+      text: await this.raw(response),
+      replayed: response.headers.get('Idempotent-Replayed') === 'true',
+      retryAfter: response.headers.get('Retry-After'),
+      payment: data ?? (error && 'payment' in error.error ? error.error.payment : undefined),
+      code: error?.error.code,
+    };
+  }
+
+  private async settlingEvent(paymentId: string): Promise<ListedChargeEvent | undefined> {
+    const events = await this.fromProvider<ListedChargeEvent[]>('/events');
+    return events.find((event) => event.data.reference === paymentId && event.type === 'charge.succeeded');
+  }
+
+  private async readPayment(id: string): Promise<Payment | undefined> {
+    return (await this.api.GET('/v1/payments/{id}', { params: { path: { id } } })).data;
+  }
+
+  private async pollUntilFinal(id: string, timeoutMs: number): Promise<Payment | undefined> {
+    const deadline = Date.now() + timeoutMs;
+    let payment = await this.readPayment(id);
+    while (payment?.status === 'pending' && Date.now() < deadline) {
+      await delay(POLL_MS);
+      payment = await this.readPayment(id);
+    }
+    return payment;
+  }
+
+  private async listEvents(): Promise<components['schemas']['EventResource'][]> {
+    const events: components['schemas']['EventResource'][] = [];
+    let startingAfter: string | undefined;
+    for (;;) {
+      const { data } = await this.api.GET('/v1/events', { params: { query: { limit: 100, starting_after: startingAfter } } });
+      if (!data) return events;
+      events.push(...data.data);
+      if (!data.has_more || data.data.length === 0) return events;
+      startingAfter = data.data[data.data.length - 1].id;
+    }
+  }
+
+  /** The provider's whole ledger, filtered to one payment: the API sends the payment id as the charge's reference. */
+  private async oneChargeFor(paymentId: string): Promise<void> {
+    this.say.sent('provider GET /charges');
+    const charges = (await this.fromProvider<Charge[]>('/charges')).filter((charge) => charge.reference === paymentId);
+    this.say.got(charges.map((charge) => `${charge.id} ${charge.status} ${charge.amount} ${charge.currency} key ${charge.idempotency_key}`).join('; ') || 'no charge');
+    this.say.check(charges.length === 1, `one charge at the provider for ${paymentId}`, `${charges.length}`);
+  }
+
+  private async providerCharge(providerKey: string): Promise<{ status: number; charge?: Charge }> {
+    const response = await fetch(`${this.options.providerUrl}/charges/${encodeURIComponent(providerKey)}`);
+    return { status: response.status, charge: response.status === 200 ? ((await response.json()) as Charge) : undefined };
+  }
+
+  private async fromProvider<T>(path: string): Promise<T> {
+    const response = await fetch(`${this.options.providerUrl}${path}`);
+    if (response.status !== 200) throw new Error(`provider GET ${path} answered ${response.status}`);
+    return (await response.json()) as T;
+  }
+}
+
+/**
+ * The child's exit, or undefined after timeoutMs. The timer is what keeps
+ * this process alive meanwhile: a child's `exited` alone does not (see
+ * processes.ts), and with nothing else pending Node would end the demo there.
+ */
+async function exitWithin(child: ManagedProcess, timeoutMs: number): Promise<ProcessExit | undefined> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([child.exited, delay(timeoutMs, undefined, { signal: timer.signal }).catch(() => undefined)]);
+  } finally {
+    timer.abort();
+  }
+}
+
+function card(paymentMethod: string, amount: number): PaymentBody {
+  return { amount, currency: 'EUR', payment_method: paymentMethod };
+}
+
+function newKey(): string {
+  return `demo-${randomUUID()}`;
+}
+
+function describe(answer: Answer): string {
+  const parts: string[] = [String(answer.status)];
+  if (answer.code) parts.push(answer.code);
+  if (answer.payment) parts.push(`${answer.payment.id} ${answer.payment.status}`);
+  if (answer.payment?.provider_charge_id) parts.push(`charge ${answer.payment.provider_charge_id}`);
+  if (answer.replayed) parts.push('Idempotent-Replayed: true');
+  if (answer.retryAfter !== null) parts.push(`Retry-After: ${answer.retryAfter}`);
+  return parts.join('  ');
+}
+
+function count(values: string[]): string {
+  const counts = new Map<string, number>();
+  for (const value of values) counts.set(value, (counts.get(value) ?? 0) + 1);
+  return [...counts].map(([value, n]) => `${n} ${value}`).join(', ') || 'none';
+}
+
+function errorName(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown } }).cause;
+  if (typeof cause?.code === 'string') return cause.code;
+  return error instanceof Error ? error.message : String(error);
+}
+
+function parseOptions(argv: string[]): Options & { help: boolean } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      api: { type: 'string', default: 'http://localhost:3000' },
+      provider: { type: 'string', default: 'http://localhost:4010' },
+      'api-key': { type: 'string' },
+      webhooks: { type: 'boolean', default: false },
+      wait: { type: 'string', default: '30' },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.webhooks && values['api-key']) {
+    throw new Error('--webhooks needs a client the demo creates (with the endpoint); drop --api-key');
+  }
+  if (!/^\d+$/.test(values.wait)) throw new Error(`--wait must be a whole number of seconds (got ${JSON.stringify(values.wait)})`);
+  return {
+    waitMs: Number(values.wait) * 1_000,
+    apiUrl: values.api.replace(/\/+$/, ''),
+    providerUrl: values.provider.replace(/\/+$/, ''),
+    apiKey: values['api-key'],
+    webhooks: values.webhooks,
+    help: values.help,
+  };
+}
+
+/**
+ * Whether the stack is up before any step (a demo against nothing is "could
+ * not run", not a failed step), asking until the deadline: a stack just
+ * started, or a container whose network is not set up yet, answers a moment later.
+ */
+async function reachable(url: string, waitMs: number): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      await response.body?.cancel();
+      if (response.ok) return true;
+    } catch {
+      // Not up yet: asked again below until the deadline.
+    }
+    if (Date.now() >= deadline) return false;
+    await delay(500);
+  }
+}
+
+async function createDemoClient(config: AppConfig, webhookUrl: string | undefined) {
+  const dataSource = await createDataSource(config).initialize();
+  try {
+    return await new ClientsService(new ClientsRepository(dataSource)).create(`demo ${new Date().toISOString()}`, { webhookUrl });
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  if (options.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const config = loadConfigOrExit();
+  for (const url of [`${options.apiUrl}/health/ready`, `${options.providerUrl}/health`]) {
+    if (!(await reachable(url, options.waitMs))) throw new Error(`${url} does not answer 200: is the stack running?`);
+  }
+  const say = new Narrator();
+  const receiver = options.webhooks ? await WebhookReceiver.start() : undefined;
+  try {
+    let apiKey = options.apiKey;
+    if (!apiKey) {
+      const client = await createDemoClient(config, receiver?.url('demo'));
+      if (receiver && client.webhook_secret) receiver.trust('demo', client.webhook_secret);
+      apiKey = client.api_key;
+      say.line(`A client of the demo's own: ${client.id}${receiver ? `, webhook endpoint ${receiver.url('demo')}` : ''}.`);
+    }
+    say.line(`API ${options.apiUrl}, provider ${options.providerUrl}.`);
+    await new Demo(options, config, say).run(apiKey, receiver);
+  } finally {
+    await receiver?.close();
+  }
+  say.line(say.failures === 0 ? '\nEvery step behaved as narrated.' : `\n${say.failures} check(s) did not behave as narrated.`);
+  return say.failures === 0 ? 0 : 1;
+}
+
+if (require.main === module) {
+  // Until the verdict: a demo whose event loop ran dry before it is one that did not run.
+  process.exitCode = 2;
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`demo could not run: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.exit(2);
+    },
+  );
+}
