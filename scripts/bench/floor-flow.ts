@@ -44,7 +44,7 @@ function managerOver(runner: Pool | PoolClient): EntityManager {
   return { query } as unknown as EntityManager;
 }
 
-/** What DataSource.transaction does: BEGIN, the work, COMMIT, on one connection of the pool. */
+/** What DataSource.transaction does (for the outcome's commit): BEGIN, the work, COMMIT, on one connection of the pool. */
 async function transaction<T>(pool: Pool, work: (db: EntityManager) => Promise<T>): Promise<T> {
   const connection = await pool.connect();
   let broken: Error | undefined;
@@ -136,19 +136,14 @@ export class FloorPayments {
     throw keyInUse();
   }
 
+  /** Phase 1 in one statement, as the service sends it: no transaction to open. */
   private async claimAndCreatePending(command: FloorCreate, lease: Lease): Promise<Payment | undefined> {
     const paymentId = newPaymentId();
     const { body } = command;
     try {
-      return await transaction(this.pool, async (db) => {
-        const claimed = await this.keys.claim(db, {
-          lease,
-          fingerprint: command.fingerprint,
-          paymentId,
-          leaseMs: this.config.idempotency.leaseMs,
-        });
-        if (!claimed) return undefined;
-        return this.payments.insertPending(db, {
+      return await this.payments.insertPendingUnderClaim(
+        this.db,
+        {
           id: paymentId,
           clientId: command.clientId,
           amount: body.amount,
@@ -158,9 +153,11 @@ export class FloorPayments {
           description: body.description ?? null,
           metadata: body.metadata ?? {},
           providerKey: providerKeyFor(paymentId),
-        });
-      });
+        },
+        { lease, fingerprint: command.fingerprint, leaseMs: this.config.idempotency.leaseMs },
+      );
     } catch (error) {
+      // isUniqueViolation knows TypeORM's wrapper only; pg's error carries the same code and constraint.
       const { code, constraint } = error as { code?: string; constraint?: string };
       if (code === '23505' && constraint === ACTIVE_ORDER_INDEX) throw orderAlreadyPaid(body.order_id);
       throw error;
