@@ -1,135 +1,325 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
+import type autocannon from 'autocannon';
+import { Queue } from 'bullmq';
+import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
-import type { DataSource } from 'typeorm';
-import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { loadConfigOrExit } from '../src/config/app-config';
-import { type ApiProcess, type ProviderProcess, startApiProcess, startProvider } from './lib/processes';
+import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
+import { WEBHOOKS_QUEUE } from '../src/merchant-events/webhooks.constants';
+import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
+import { type Agreement, checkAgreement } from './bench/agreement';
+import { type BacklogFigures, drainBacklog } from './bench/backlog';
+import {
+  type Figures,
+  type SoakFigures,
+  type StormFigures,
+  type Target,
+  load,
+  round,
+  soak,
+  storm,
+  withNewKey,
+} from './bench/measure';
+import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from './lib/processes';
 import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
 
-/**
- * `npm run bench -- [--seconds 10] [--connections 10] [--json]`: the API as a
- * real process against the mock provider, loaded from this process over
- * loopback with autocannon. Three scenarios, each for --seconds:
- *
- * - create: a new Idempotency-Key per request: both transactions and a provider call;
- * - replay: one key over and over: the stored response, one indexed read;
- * - get: GET /v1/payments/:id;
- * - prune: --prune-keys expired keys (of final payments) deleted the way the
- *   worker does it, batch after batch, in keys per second: pruning keeps up
- *   as long as that stays well above the create rate.
- *
- * Figures are from one run on whatever machine runs it (the load generator
- * shares its cores with the API, Postgres and the provider): compare ratios and
- * medians from the same run, not absolute numbers across machines. Uses its own
- * database (payments_bench) and queue prefix, and leaves both behind.
- */
-const BENCH_DATABASE = 'payments_bench';
+const LOADS = ['create', 'replay', 'get', 'list'] as const;
+const SCENARIOS = [...LOADS, 'storm', 'prune', 'backlog'] as const;
+type Load = (typeof LOADS)[number];
+type Scenario = (typeof SCENARIOS)[number];
 
-interface Figures {
-  requests: number;
-  rps: number;
-  p50_ms: number;
-  p90_ms: number;
-  p99_ms: number;
-  errors: number;
-  non_2xx: number;
-}
+const USAGE = `Usage: npm run bench -- [--compare] [--scenarios LIST] [--seconds S] [--connections N] [--json] ...
 
-const USAGE = `Usage: npm run bench -- [--seconds S] [--connections N] [--prune-keys N] [--json]
+Load figures of the API as a real process (and, with --compare, of the floor:
+the same SQL, validation, fingerprint and provider call on node:http and pg,
+no framework), both calling one stub provider, loaded over loopback with
+autocannon on a database of the bench's own.
 
-Load figures for create, replay and get against the API and the mock provider
-as real processes, and key pruning in keys/s, on a database of its own
-(${BENCH_DATABASE}, emptied first).
-  --seconds S       per scenario, up to 300 (default 10)
-  --connections N   concurrent connections, 1 to 200 (default 10)
-  --prune-keys N    expired keys seeded for the prune figure (default 100000)
-  --json            one JSON object instead of the table
+  --compare          run each load scenario against the API, then the floor,
+                     and print api/floor ratios; without it, the API only
+  --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
+                     (default: all of them; soak runs when --soak-seconds > 0)
+                       create   a new Idempotency-Key per request: two transactions and a provider call
+                       replay   one key again and again: the stored answer
+                       get      GET /v1/payments/:id
+                       list     GET /v1/payments?limit=10
+                       storm    --storm-requests at once on ONE key (API only): one payment, one
+                                charge, every answer the 201, a byte-equal replay or a 409, all
+                                within 2 s of the first
+                       prune    --prune-keys expired keys deleted as the worker does, in keys/s
+                       backlog  --backlog stale pending payments drained by one worker (production
+                                knobs, stale after 1 s), in payments/s, and creates alone vs during
+  --seconds S        per side and scenario, 1 to 300 (default 10)
+  --warmup S         creates before measuring, per side, 0 to 60 (default 3)
+  --connections N    concurrent connections, 1 to 200 (default 16)
+  --storm-requests N requests of the storm, 2 to 5000 (default 1000)
+  --backlog N        stale pending payments to drain, 1 to 100000 (default 10000)
+  --prune-keys N     expired keys for prune, 1000 to 10000000 (default 100000)
+  --soak-seconds N   then creates for N s, sampling the API's RSS (default 0: off)
+  --database NAME    its database, on the server of DATABASE_URL; the name must
+                     contain "bench"; created if missing, emptied first (default
+                     payments_bench). Its BullMQ prefix is the same name, also emptied.
+  --cpu-prof DIR     run the API under node --cpu-prof, writing its profile to DIR on exit
+  --json             one JSON object instead of the table
+
+What a run costs: about 10 s of start-up, then per side (x2 with --compare)
+--warmup + --seconds for each of create, replay, get, list; storm about 2 s;
+prune a few seconds per 100,000 keys; backlog 2 x --seconds plus however long
+the drain outlasts them (the sweep hands out 500 payments per 10 s, so about
+--backlog / 50 s: 200 s for 10,000); soak --soak-seconds. The defaults with
+--compare take about 5 minutes. Exits 1 when the floor and the API disagree,
+the storm makes more than one payment or charge or any other answer than the
+201, a byte-equal replay or a 409, the backlog is not drained, or payments and
+provider charges differ; the latency goals (storm within 2 s, creates at most
+20 % slower during the drain) are reported, not enforced.
 `;
 
-async function main(): Promise<void> {
+interface Options {
+  compare: boolean;
+  scenarios: Scenario[];
+  seconds: number;
+  warmup: number;
+  connections: number;
+  stormRequests: number;
+  backlog: number;
+  pruneKeys: number;
+  soakSeconds: number;
+  database: string;
+  cpuProf?: string;
+  json: boolean;
+}
+
+function integerIn(name: string, raw: string, min: number, max: number): number {
+  const value = Number(raw);
+  if (!(Number.isInteger(value) && value >= min && value <= max)) throw new Error(`--${name} must be an integer in [${min}, ${max}]`);
+  return value;
+}
+
+function parseOptions(): Options | undefined {
   const { values } = parseArgs({
     options: {
+      compare: { type: 'boolean', default: false },
+      scenarios: { type: 'string', default: SCENARIOS.join(',') },
       seconds: { type: 'string', default: '10' },
-      connections: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '16' },
+      'storm-requests': { type: 'string', default: '1000' },
+      backlog: { type: 'string', default: '10000' },
       'prune-keys': { type: 'string', default: '100000' },
+      'soak-seconds': { type: 'string', default: '0' },
+      database: { type: 'string', default: 'payments_bench' },
+      'cpu-prof': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
-  if (values.help) {
+  if (values.help) return undefined;
+  const scenarios = values.scenarios.split(',').map((name) => name.trim());
+  const unknown = scenarios.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
+  if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
+  // The bench empties its database and its queues: only a name that says whose they are.
+  if (!/^[a-z0-9_]+$/.test(values.database) || !values.database.includes('bench')) {
+    throw new Error(`--database must be lower-case letters, digits and _, and contain "bench" (got "${values.database}")`);
+  }
+  return {
+    compare: values.compare,
+    scenarios: scenarios as Scenario[],
+    seconds: integerIn('seconds', values.seconds, 1, 300),
+    warmup: integerIn('warmup', values.warmup, 0, 60),
+    connections: integerIn('connections', values.connections, 1, 200),
+    stormRequests: integerIn('storm-requests', values['storm-requests'], 2, 5_000),
+    backlog: integerIn('backlog', values.backlog, 1, 100_000),
+    pruneKeys: integerIn('prune-keys', values['prune-keys'], 1_000, 10_000_000),
+    soakSeconds: integerIn('soak-seconds', values['soak-seconds'], 0, 86_400),
+    database: values.database,
+    cpuProf: values['cpu-prof'],
+    json: values.json,
+  };
+}
+
+interface LoadResult {
+  api: Figures;
+  floor?: Figures;
+}
+
+interface Report {
+  machine: { cpus: number; load_average_at_start: number[]; load_average_at_end: number[] };
+  database: string;
+  seconds: number;
+  warmup_seconds: number;
+  connections: number;
+  loads: Partial<Record<Load, LoadResult>>;
+  /** api ÷ floor: below 1 for throughput and above 1 for latency is what the framework costs. */
+  ratios?: Record<string, number>;
+  agreement?: Agreement;
+  storm?: StormFigures;
+  prune?: { keys: number; seconds: number; keys_per_s: number };
+  backlog?: BacklogFigures;
+  soak?: SoakFigures;
+  payments: number;
+  provider_charges: number;
+  elapsed_s: number;
+  ok: boolean;
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  if (!options) {
     process.stdout.write(USAGE);
     return;
   }
-  const seconds = Number(values.seconds);
-  const connections = Number(values.connections);
-  const pruneKeys = Number(values['prune-keys']);
-  if (!(seconds > 0 && seconds <= 300) || !(connections >= 1 && connections <= 200)) {
-    throw new Error('--seconds must be in (0, 300] and --connections in [1, 200]');
-  }
-  if (!(Number.isInteger(pruneKeys) && pruneKeys >= 1_000 && pruneKeys <= 10_000_000)) {
-    throw new Error('--prune-keys must be an integer in [1000, 10000000]');
-  }
-
+  const startedAt = performance.now();
+  const loadAtStart = loadavg().map((value) => round(value));
   const base = loadConfigOrExit();
-  const databaseUrl = databaseUrlNamed(base.databaseUrl, BENCH_DATABASE);
+  const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
+  const queuePrefix = options.database;
   const dataSource = await openScratchDatabase(databaseUrl);
-  let provider: ProviderProcess | undefined;
-  let api: ApiProcess | undefined;
+  await emptyQueues(base.redisUrl, queuePrefix);
+  const children: ManagedProcess[] = [];
   try {
-    const client = await new ClientsService(new ClientsRepository(dataSource)).create('bench');
-
-    const quiet = { LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, QUEUE_PREFIX: 'bench' };
-    provider = await startProvider(quiet);
-    api = await startApiProcess({ ...quiet, PROVIDER_URL: provider.url, RATE_LIMIT_REQUESTS: '100000000' });
+    const clients = new ClientsService(new ClientsRepository(dataSource));
+    const client = await clients.create('bench');
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, QUEUE_PREFIX: queuePrefix };
+    const provider = await startHttpProcess('stub-provider', 'scripts/bench/stub-provider.js', '/health', { PORT: '0' });
+    children.push(provider);
+    const serviceEnv = { ...env, PROVIDER_URL: provider.url, PORT: '0' };
+    const api = await startApiProcess({
+      ...serviceEnv,
+      RATE_LIMIT_REQUESTS: '100000000',
+      ...(options.cpuProf && { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${options.cpuProf}` }),
+    });
+    children.push(api);
+    let floor: HttpProcess | undefined;
+    if (options.compare) {
+      floor = await startHttpProcess('floor', 'scripts/bench/floor.js', '/health/live', serviceEnv);
+      children.push(floor);
+    }
 
     const headers = { authorization: `Bearer ${client.api_key}`, 'content-type': 'application/json' };
     const body = JSON.stringify({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok' });
-    const post = { method: 'POST' as const, path: '/v1/payments', headers, body };
+    const create: autocannon.Request = { method: 'POST', path: '/v1/payments', headers, body, setupRequest: withNewKey };
+    const sides: [name: 'api' | 'floor', target: Target][] = [['api', api]];
+    if (floor) sides.push(['floor', floor]);
+    const loadOptions = { connections: options.connections, seconds: options.seconds };
 
-    const load = (title: string, request: autocannon.Request) =>
-      autocannon({ title, url: api!.url, connections, duration: seconds, requests: [request] });
-
-    // Warm up the JIT, the pools and Postgres's caches; not reported.
-    await load('warm-up', { ...post, setupRequest: withNewKey });
-
-    const replayKey = randomUUID();
-    const first = await fetch(`${api.url}/v1/payments`, {
-      method: 'POST',
-      headers: { ...headers, 'idempotency-key': replayKey },
-      body,
-    });
-    const paymentId = ((await first.json()) as { id: string }).id;
-
-    const results: Record<string, Figures> = {
-      create: figures(await load('create', { ...post, setupRequest: withNewKey })),
-      replay: figures(await load('replay', { ...post, headers: { ...headers, 'idempotency-key': replayKey } })),
-      get: figures(await load('get', { method: 'GET', path: `/v1/payments/${paymentId}`, headers })),
+    for (const [, target] of sides) {
+      if (options.warmup > 0) await load(target, create, { ...loadOptions, seconds: options.warmup });
+    }
+    const agreement = floor ? await checkAgreement(api.url, floor.url, { headers, body }) : undefined;
+    const { replayKey, paymentId } = agreement ?? (await firstPayment(api.url, headers, body));
+    const requests: Record<Load, autocannon.Request> = {
+      create,
+      replay: { method: 'POST', path: '/v1/payments', headers: { ...headers, 'idempotency-key': replayKey }, body },
+      get: { method: 'GET', path: `/v1/payments/${paymentId}`, headers },
+      list: { method: 'GET', path: '/v1/payments?limit=10', headers },
     };
-    const [{ n: payments }] = (await dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[];
-    const charges = (await provider.charges()).length;
-    const prune = await measurePrune(dataSource, client.id, pruneKeys, base.keyPrune.batchSize);
-    const report = {
-      seconds,
-      connections,
-      ...results,
-      replay_vs_create_rps: round(results.replay.rps / results.create.rps),
-      create_p50_vs_replay_p50: round(results.create.p50_ms / results.replay.p50_ms),
-      prune,
-      prune_vs_create_rate: round(prune.keys_per_s / results.create.rps),
-      // Every payment made is charged exactly once, load or not.
-      payments,
-      charges,
+
+    const report: Report = {
+      machine: { cpus: cpus().length, load_average_at_start: loadAtStart, load_average_at_end: [] },
+      database: options.database,
+      seconds: options.seconds,
+      warmup_seconds: options.warmup,
+      connections: options.connections,
+      loads: {},
+      agreement,
+      payments: 0,
+      provider_charges: 0,
+      elapsed_s: 0,
+      ok: agreement?.ok ?? true,
     };
-    process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : table(report, results, prune));
+    for (const name of LOADS.filter((scenario) => options.scenarios.includes(scenario))) {
+      const result: LoadResult = { api: await load(api, requests[name], loadOptions) };
+      if (floor) result.floor = await load(floor, requests[name], loadOptions);
+      report.loads[name] = result;
+    }
+    if (floor) report.ratios = ratios(report.loads);
+
+    if (options.scenarios.includes('storm')) {
+      const stormClient = await clients.create('bench storm');
+      const stormHeaders = { ...headers, authorization: `Bearer ${stormClient.api_key}` };
+      report.storm = await storm(api.url, { headers: stormHeaders, body }, options.stormRequests, async () => {
+        const ids = (await dataSource.query('SELECT id FROM payments WHERE client_id = $1', [stormClient.id])) as { id: string }[];
+        let charges = 0;
+        for (const { id } of ids) charges += ((await (await fetch(`${provider.url}/charges?reference=${id}`)).json()) as unknown[]).length;
+        return { payments: ids.length, charges };
+      });
+      report.ok &&= report.storm.ok;
+    }
+    if (options.scenarios.includes('prune')) {
+      report.prune = await measurePrune(dataSource, client.id, options.pruneKeys, base.keyPrune.batchSize);
+    }
+    if (options.scenarios.includes('backlog')) {
+      const backlogClient = await clients.create('bench backlog');
+      report.backlog = await drainBacklog(dataSource, {
+        clientId: backlogClient.id,
+        count: options.backlog,
+        api,
+        create,
+        ...loadOptions,
+        workerEnv: { ...env, PROVIDER_URL: provider.url },
+      });
+      report.ok &&= report.backlog.ok;
+    }
+    if (options.soakSeconds > 0) {
+      report.soak = await soak(api, create, { ...loadOptions, seconds: options.soakSeconds });
+    }
+
+    // The prune's seeded payments never met the provider; every other one must have, once.
+    const [{ n: payments }] = (await dataSource.query(
+      `SELECT count(*)::int AS n FROM payments WHERE id NOT LIKE 'pay_prune_%'`,
+    )) as { n: number }[];
+    report.payments = payments;
+    report.provider_charges = ((await (await fetch(`${provider.url}/stats`)).json()) as { charges: number }).charges;
+    report.ok &&= report.payments === report.provider_charges;
+    report.machine.load_average_at_end = loadavg().map((value) => round(value));
+    report.elapsed_s = round((performance.now() - startedAt) / 1000, 1);
+    process.stdout.write(options.json ? `${JSON.stringify(report)}\n` : table(report));
+    if (!report.ok) process.exitCode = 1;
   } finally {
-    await api?.stop();
-    await provider?.stop();
+    for (const child of children.reverse()) await child.stop();
+    await emptyQueues(base.redisUrl, queuePrefix);
     await dataSource.destroy();
   }
+}
+
+/** The BullMQ keys under the bench's own prefix (named after its database): nobody else's. */
+async function emptyQueues(redisUrl: string, prefix: string): Promise<void> {
+  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
+    const queue = new Queue(name, { connection: { url: redisUrl }, prefix });
+    try {
+      await queue.obliterate({ force: true });
+    } finally {
+      await queue.close();
+    }
+  }
+}
+
+async function firstPayment(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ replayKey: string; paymentId: string }> {
+  const key = randomUUID();
+  const response = await fetch(`${url}/v1/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body });
+  if (response.status !== 201) throw new Error(`the first payment answered ${response.status}`);
+  return { replayKey: key, paymentId: ((await response.json()) as { id: string }).id };
+}
+
+function ratios(loads: Report['loads']): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, result] of Object.entries(loads)) {
+    if (!result.floor) continue;
+    out[`${name}_rps`] = round(result.api.rps / result.floor.rps);
+    if (name === 'create') {
+      out.create_p99 = round(result.api.p99_ms / result.floor.p99_ms);
+      out.create_cpu_per_request = round(result.api.cpu_ms_per_request / result.floor.cpu_ms_per_request);
+    }
+  }
+  return out;
 }
 
 /**
@@ -141,7 +331,7 @@ async function measurePrune(
   clientId: string,
   count: number,
   batchSize: number,
-): Promise<PruneFigures> {
+): Promise<{ keys: number; seconds: number; keys_per_s: number }> {
   await dataSource.query(
     `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status)
      SELECT 'pay_prune_' || g, $1, 100, 'USD', 'pm_card_ok', 'pk_pay_prune_' || g, 'succeeded'
@@ -166,54 +356,72 @@ async function measurePrune(
   return { keys: pruned, seconds: round(seconds), keys_per_s: Math.round(pruned / seconds) };
 }
 
-function withNewKey(request: autocannon.Request): autocannon.Request {
-  return { ...request, headers: { ...request.headers, 'idempotency-key': randomUUID() } };
-}
-
-function figures(result: autocannon.Result): Figures {
-  return {
-    requests: result.requests.total,
-    rps: round(result.requests.average),
-    p50_ms: result.latency.p50,
-    p90_ms: result.latency.p90,
-    p99_ms: result.latency.p99,
-    errors: result.errors,
-    non_2xx: result.non2xx,
-  };
-}
-
-function round(value: number): number {
-  return Math.round(value * 100) / 100;
-}
-
-interface PruneFigures {
-  keys: number;
-  seconds: number;
-  keys_per_s: number;
-}
-
-function table(report: Record<string, unknown>, results: Record<string, Figures>, prune: PruneFigures): string {
-  const header = 'scenario   requests     req/s   p50 ms   p90 ms   p99 ms   errors   non-2xx';
-  const rows = Object.entries(results).map(([name, f]) =>
-    [
-      name.padEnd(8),
-      String(f.requests).padStart(10),
-      f.rps.toFixed(0).padStart(9),
-      String(f.p50_ms).padStart(8),
-      String(f.p90_ms).padStart(8),
-      String(f.p99_ms).padStart(8),
-      String(f.errors).padStart(8),
-      String(f.non_2xx).padStart(9),
-    ].join(' '),
-  );
-  return [
-    `${report.connections} connections, ${report.seconds} s per scenario`,
-    header,
-    ...rows,
-    `replay/create throughput: ${report.replay_vs_create_rps}x; payments ${report.payments}, provider charges ${report.charges}`,
-    `prune: ${prune.keys} expired keys at ${prune.keys_per_s} keys/s, ${report.prune_vs_create_rate}x the create rate`,
-    '',
-  ].join('\n');
+function table(report: Report): string {
+  const lines = [
+    `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
+      `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
+      `${report.machine.load_average_at_end[0]} at end`,
+    'scenario side      requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req',
+  ];
+  for (const [name, result] of Object.entries(report.loads)) {
+    for (const [side, f] of Object.entries(result) as [string, Figures][]) {
+      lines.push(
+        [
+          name.padEnd(8),
+          side.padEnd(6),
+          String(f.requests).padStart(11),
+          f.rps.toFixed(0).padStart(8),
+          String(f.p50_ms).padStart(7),
+          String(f.p90_ms).padStart(7),
+          String(f.p99_ms).padStart(7),
+          String(f.max_ms).padStart(7),
+          String(f.errors).padStart(7),
+          String(f.non_2xx).padStart(8),
+          f.cpu_ms_per_request.toFixed(2).padStart(11),
+        ].join(' '),
+      );
+    }
+  }
+  if (report.ratios) {
+    const parts = Object.entries(report.ratios).map(([name, value]) => `${name.replaceAll('_', ' ')} ${value}x`);
+    lines.push(`api / floor: ${parts.join(', ')}`);
+  }
+  if (report.agreement) {
+    const failed = report.agreement.checks.filter((check) => !check.ok);
+    lines.push(
+      failed.length === 0
+        ? `agreement: the floor and the API answered the same bytes in all ${report.agreement.checks.length} checks`
+        : `agreement: FAILED ${failed.map((check) => JSON.stringify(check)).join('; ')}`,
+    );
+  }
+  const s = report.storm;
+  if (s) {
+    lines.push(
+      `storm: ${s.requests} requests on one key: ${s.payments} payment, ${s.charges} charge; ${s.created} created, ` +
+        `${s.replays} replays, ${s.in_use} in use, ${s.other} other (statuses ${JSON.stringify(s.statuses)}); answers from ${s.first_answer_ms} to ` +
+        `${s.last_answer_ms} ms (spread ${s.spread_ms} ms, ${s.within_2s ? 'within' : 'NOT within'} 2 s): ` +
+        `${s.ok ? 'ok' : 'FAILED'}`,
+    );
+  }
+  const p = report.prune;
+  if (p) lines.push(`prune: ${p.keys} expired keys in ${p.seconds} s, ${p.keys_per_s} keys/s`);
+  const b = report.backlog;
+  if (b) {
+    lines.push(
+      `backlog: ${b.payments} stale pending payments drained by one worker in ${b.drain_s} s, ${b.payments_per_s}/s ` +
+        `(the sweep's cap: ${b.sweep_cap_per_s}/s), ${b.left_pending} left; creates ${b.create_alone.rps.toFixed(0)} req/s alone, ` +
+        `${b.create_during_drain.rps.toFixed(0)} during the drain (${b.create_slowdown_pct} % slower, ` +
+        `${b.slowed_over_20pct ? 'MORE' : 'not more'} than 20 %${b.load_within_drain ? '' : '; the drain ended before the load'}): ` +
+        `${b.ok ? 'ok' : 'FAILED'}`,
+    );
+  }
+  const k = report.soak;
+  if (k) {
+    const samples = k.samples.map((sample) => `${sample.t_s}s:${sample.rss_mb}`).join(' ');
+    lines.push(`soak: ${k.seconds} s of creates at ${k.rps.toFixed(0)} req/s; API RSS MB ${samples}; trend ${k.rss_mb_per_min} MB/min`);
+  }
+  lines.push(`payments ${report.payments}, provider charges ${report.provider_charges}; the run took ${report.elapsed_s} s`, '');
+  return lines.join('\n');
 }
 
 main().catch((error: unknown) => {

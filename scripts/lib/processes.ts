@@ -16,10 +16,9 @@ import type { Charge, ListedChargeEvent } from '../../src/mock-provider/mock-pro
 
 export type { Charge, ListedChargeEvent };
 
-/** dist/src, whether this file runs from source (ts-jest) or compiled into dist/scripts/lib. */
-const DIST_SRC = __dirname.includes(`${sep}dist${sep}`)
-  ? resolve(__dirname, '../../src')
-  : resolve(__dirname, '../../dist/src');
+/** dist/, whether this file runs from source (ts-jest) or compiled into dist/scripts/lib. */
+const DIST = __dirname.includes(`${sep}dist${sep}`) ? resolve(__dirname, '../..') : resolve(__dirname, '../../dist');
+const DIST_SRC = join(DIST, 'src');
 /**
  * V8's code cache for the children (NODE_COMPILE_CACHE): start-up is mostly
  * compiling dist/ and node_modules/, and a test run starts dozens of children.
@@ -114,14 +113,14 @@ export class ProcessStartError extends Error {
  * of this process's environment; resolves once it answers GET /health/live.
  */
 export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
-  const api = await listening(launch('api', 'main.js', { PORT: '0', METRICS_PORT: '0', ...env }), '/health/live');
+  const api = await listening(launch('api', join(DIST_SRC, 'main.js'), { PORT: '0', METRICS_PORT: '0', ...env }), '/health/live');
   const { json } = await api.waitForLine(({ json }) => json?.msg === 'listening');
   return { ...api, metricsUrl: `http://127.0.0.1:${json!.metrics_port as number}` };
 }
 
 /** The reconciliation worker; resolves once its BullMQ worker and job schedulers are set up. */
 export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> {
-  const child = launch('worker', 'worker.js', { WORKER_METRICS_PORT: '0', ...env });
+  const child = launch('worker', join(DIST_SRC, 'worker.js'), { WORKER_METRICS_PORT: '0', ...env });
   await child.ready(({ json }) => json?.msg === 'started');
   return child.handle;
 }
@@ -130,7 +129,7 @@ export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> 
 export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
   // Events off unless the caller names where they go: no test or script posts to the default URL by accident.
   const http = await listening(
-    launch('provider', 'provider-main.js', { PROVIDER_PORT: '0', PROVIDER_WEBHOOK_URL: '', ...env }),
+    launch('provider', join(DIST_SRC, 'provider-main.js'), { PROVIDER_PORT: '0', PROVIDER_WEBHOOK_URL: '', ...env }),
     '/health',
   );
   const read = async <T>(path: string): Promise<T> => {
@@ -145,6 +144,15 @@ export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
     chargesFor: async (paymentId) => (await charges()).filter((charge) => charge.reference === paymentId),
     events: () => read<ListedChargeEvent[]>('/events'),
   };
+}
+
+/**
+ * Another HTTP server of dist/ (a script's, such as the bench's floor), started
+ * like the API: it writes `{"msg":"listening","port":…}`, then `healthPath`
+ * answers 200.
+ */
+export function startHttpProcess(name: string, distEntry: string, healthPath: string, env: Env = {}): Promise<HttpProcess> {
+  return listening(launch(name, join(DIST, distEntry), env), healthPath);
 }
 
 interface Launched {
@@ -172,7 +180,7 @@ async function listening({ handle, ready }: Launched, healthPath: string): Promi
 }
 
 function launch(name: string, entry: string, env: Env): Launched {
-  const child = spawn(process.execPath, [join(DIST_SRC, entry)], {
+  const child = spawn(process.execPath, [entry], {
     env: { NODE_COMPILE_CACHE: COMPILE_CACHE, ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

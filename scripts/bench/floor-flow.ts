@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import type { Pool, PoolClient } from 'pg';
+import type { DataSource, EntityManager } from 'typeorm';
+import { ClientsRepository } from '../../src/clients/clients.repository';
+import { ClientsService } from '../../src/clients/clients.service';
+import type { AppConfig } from '../../src/config/app-config';
+import type { HttpReply } from '../../src/common/http-reply';
+import { AnswerCache } from '../../src/idempotency/answer-cache';
+import { keyInUse, keyReused } from '../../src/idempotency/idempotency.errors';
+import { IdempotencyRepository, type Lease, type StoredResponse } from '../../src/idempotency/idempotency.repository';
+import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
+import { keyVerdict } from '../../src/idempotency/key-verdict';
+import { EventsRepository } from '../../src/merchant-events/events.repository';
+import { chargeInputFor, newPaymentId, providerKeyFor, toResource } from '../../src/payments/payment';
+import { finalResponseFor, outcomeOfCharge } from '../../src/payments/payment-outcome';
+import { PaymentLookupService } from '../../src/payments/payment-lookup.service';
+import type { CreatePaymentDto } from '../../src/payments/payments.dto';
+import { orderAlreadyPaid } from '../../src/payments/payments.errors';
+import { PaymentsRepository } from '../../src/payments/payments.repository';
+import { ACTIVE_ORDER_INDEX, type Payment } from '../../src/payments/payments.table';
+import { type ProviderCharge, parseProviderCharge } from '../../src/provider/provider-charge';
+import type { ChargeInput } from '../../src/provider/provider.client';
+
+/**
+ * The floor's payment flow: the service's statements, from the service's own
+ * repositories, in the order PaymentCreationService and the Ledger send them,
+ * with plain `pg` underneath instead of TypeORM and Nest. This is the one
+ * file to follow when main changes the create path (statements merged, a
+ * cache added): the floor is only a floor while it does what the service does.
+ *
+ * Left out, because the bench never reaches them: resuming an abandoned key
+ * and answering after a lost lease (the floor answers 409 instead),
+ * in-request provider retries, the circuit breaker and the lease renewal
+ * before the call (a fresh lease always outlasts the provider deadline, so
+ * the service sends no statement there either).
+ */
+
+/**
+ * What the repositories call on an EntityManager: `query(text, params)`,
+ * answered with the rows (queryRows takes rows or TypeORM's [rows, count]).
+ */
+function managerOver(runner: Pool | PoolClient): EntityManager {
+  const query = async (text: string, params?: unknown[]) => (await runner.query(text, params)).rows;
+  return { query } as unknown as EntityManager;
+}
+
+/** What DataSource.transaction does (for the outcome's commit): BEGIN, the work, COMMIT, on one connection of the pool. */
+async function transaction<T>(pool: Pool, work: (db: EntityManager) => Promise<T>): Promise<T> {
+  const connection = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await connection.query('BEGIN');
+    const result = await work(managerOver(connection));
+    await connection.query('COMMIT');
+    return result;
+  } catch (error) {
+    await connection.query('ROLLBACK').catch((failed: Error) => (broken = failed));
+    throw error;
+  } finally {
+    connection.release(broken);
+  }
+}
+
+export interface FloorCreate {
+  clientId: string;
+  idempotencyKeyHeader: string | string[] | undefined;
+  fingerprint: string;
+  body: CreatePaymentDto;
+  requestId: string;
+}
+
+/** As in PaymentCreationService. */
+const MAX_CLAIM_ROUNDS = 3;
+const PENDING_RETRY_AFTER_SECONDS = 2;
+const IN_REVIEW_RETRY_AFTER_SECONDS = 60;
+
+function replayOf(response: StoredResponse): HttpReply {
+  return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
+}
+
+function accepted(payment: Payment, retryAfterSeconds: number): HttpReply {
+  return { status: 202, body: JSON.stringify(toResource(payment)), headers: { 'Retry-After': String(retryAfterSeconds) } };
+}
+
+export class FloorPayments {
+  private readonly db: EntityManager;
+  private readonly keys = new IdempotencyRepository();
+  private readonly payments = new PaymentsRepository();
+  private readonly events = new EventsRepository();
+  private readonly answers: AnswerCache;
+  /** The service's own authentication (and its cache) and reads, over the same adapter: nothing of theirs is framework. */
+  readonly clients: ClientsService;
+  readonly lookup: PaymentLookupService;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly config: AppConfig,
+  ) {
+    this.db = managerOver(pool);
+    const dataSource = { manager: this.db } as DataSource;
+    this.clients = new ClientsService(new ClientsRepository(dataSource), config.authCache);
+    this.answers = new AnswerCache(config);
+    this.lookup = new PaymentLookupService(dataSource, this.payments);
+  }
+
+  /** The answer cache, the key read, then a claim with the pending payment, the provider call, and the outcome. */
+  async create(command: FloorCreate): Promise<HttpReply> {
+    const key = parseIdempotencyKey(command.idempotencyKeyHeader);
+    const lease: Lease = { clientId: command.clientId, key, token: randomUUID() };
+    const known = this.answers.get(lease.clientId, key);
+    if (known) {
+      if (known.fingerprint !== command.fingerprint) throw keyReused();
+      return replayOf(known.response);
+    }
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const askedAt = performance.now();
+      const state = await this.keys.find(this.db, lease.clientId, key);
+      if (state?.response && state.expiresInMs !== null) {
+        this.answers.remember(lease.clientId, key, { fingerprint: state.fingerprint, response: state.response }, state.expiresInMs, askedAt);
+      }
+      const verdict = keyVerdict(state, command.fingerprint);
+      switch (verdict.kind) {
+        case 'replay':
+          return replayOf(verdict.response);
+        case 'reused':
+          throw keyReused();
+        case 'in_progress':
+        case 'resumable':
+          throw keyInUse();
+        case 'new': {
+          const payment = await this.claimAndCreatePending(command, lease);
+          if (payment) return this.charge(payment, lease, command);
+        }
+      }
+    }
+    throw keyInUse();
+  }
+
+  /** Phase 1 in one statement, as the service sends it: no transaction to open. */
+  private async claimAndCreatePending(command: FloorCreate, lease: Lease): Promise<Payment | undefined> {
+    const paymentId = newPaymentId();
+    const { body } = command;
+    try {
+      return await this.payments.insertPendingUnderClaim(
+        this.db,
+        {
+          id: paymentId,
+          clientId: command.clientId,
+          amount: body.amount,
+          currency: body.currency,
+          paymentMethod: body.payment_method,
+          orderId: body.order_id ?? null,
+          description: body.description ?? null,
+          metadata: body.metadata ?? {},
+          providerKey: providerKeyFor(paymentId),
+        },
+        { lease, fingerprint: command.fingerprint, leaseMs: this.config.idempotency.leaseMs },
+      );
+    } catch (error) {
+      // isUniqueViolation knows TypeORM's wrapper only; pg's error carries the same code and constraint.
+      const { code, constraint } = error as { code?: string; constraint?: string };
+      if (code === '23505' && constraint === ACTIVE_ORDER_INDEX) throw orderAlreadyPaid(body.order_id);
+      throw error;
+    }
+  }
+
+  /** Ledger.recordOutcome: the lock under our lease, the transition, its event and the key's answer, in one commit. */
+  private async charge(payment: Payment, lease: Lease, command: FloorCreate): Promise<HttpReply> {
+    const charge = await this.callProvider(chargeInputFor(payment), command.requestId);
+    const outcome = charge && outcomeOfCharge(charge, payment);
+    if (!outcome) {
+      await this.keys.release(this.db, lease);
+      return accepted(payment, PENDING_RETRY_AFTER_SECONDS);
+    }
+    const askedAt = performance.now();
+    const reply = await transaction(this.pool, async (db): Promise<HttpReply | undefined> => {
+      if (!(await this.keys.lockIfLeaseHeld(db, lease))) return undefined;
+      const decided = await this.payments.transition(db, payment.id, outcome);
+      if (!decided) throw new Error(`payment ${payment.id} is already final under a live lease`);
+      await this.events.recordPaymentChange(db, decided);
+      if (decided.status === 'requires_review') {
+        const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
+        await this.payments.scheduleReconciliation(db, payment.id, { delayMs, countAttempt: false });
+        await this.keys.release(db, lease);
+        return accepted(decided, IN_REVIEW_RETRY_AFTER_SECONDS);
+      }
+      const response = finalResponseFor(decided);
+      await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
+      return { ...response, headers: {} };
+    });
+    if (!reply) throw keyInUse();
+    if (reply.status !== 202) {
+      const retentionMs = this.config.idempotency.keyTtlHours * 3_600_000;
+      const response = { status: reply.status, body: reply.body };
+      this.answers.remember(lease.clientId, lease.key, { fingerprint: command.fingerprint, response }, retentionMs, askedAt);
+    }
+    return reply;
+  }
+
+  /** ProviderClient's request, byte for byte in what it sends; one attempt. Undefined: no usable answer. */
+  private async callProvider(input: ChargeInput, requestId: string): Promise<ProviderCharge | undefined> {
+    const { url, timeoutMs, deadlineMs } = this.config.provider;
+    const attemptMs = Math.min(timeoutMs, deadlineMs);
+    try {
+      const response = await fetch(`${url}/charges`, {
+        method: 'POST',
+        headers: {
+          Accept: 'application/json',
+          'X-Request-Deadline-Ms': String(attemptMs),
+          'Content-Type': 'application/json',
+          'Idempotency-Key': input.providerKey,
+          'X-Request-Id': requestId,
+        },
+        body: JSON.stringify({
+          amount: input.amount,
+          currency: input.currency,
+          payment_method: input.paymentMethod,
+          reference: input.reference,
+        }),
+        signal: AbortSignal.timeout(attemptMs),
+        redirect: 'manual',
+      });
+      if (!response.ok) {
+        await response.body?.cancel();
+        return undefined;
+      }
+      return parseProviderCharge(await response.json());
+    } catch {
+      return undefined;
+    }
+  }
+}

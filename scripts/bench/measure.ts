@@ -1,0 +1,229 @@
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import autocannon from 'autocannon';
+
+/** What one load gives: throughput, latency, failures, and the server's CPU per request. */
+export interface Figures {
+  requests: number;
+  rps: number;
+  p50_ms: number;
+  p90_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  errors: number;
+  non_2xx: number;
+  /** User and system CPU of the server's process over the load, divided by the requests answered. */
+  cpu_ms_per_request: number;
+}
+
+export interface Target {
+  url: string;
+  pid: number;
+}
+
+const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+
+/** utime + stime of a process in ms, from /proc (process.cpuUsage only knows this process). */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 14th and 15th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/** Resident memory of a process in MB (VmRSS). */
+export function rssMb(pid: number): number {
+  const line = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!line) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(line[1]) / 1024;
+}
+
+export function round(value: number, places = 2): number {
+  const scale = 10 ** places;
+  return Math.round(value * scale) / scale;
+}
+
+export function withNewKey(request: autocannon.Request): autocannon.Request {
+  return { ...request, headers: { ...request.headers, 'idempotency-key': randomUUID() } };
+}
+
+/** autocannon against one server for `seconds`, with that server's CPU counted over the same span. */
+export async function load(
+  target: Target,
+  request: autocannon.Request,
+  options: { connections: number; seconds: number },
+): Promise<Figures> {
+  const cpuBefore = cpuMs(target.pid);
+  const result = await autocannon({
+    url: target.url,
+    connections: options.connections,
+    duration: options.seconds,
+    requests: [request],
+  });
+  const cpu = cpuMs(target.pid) - cpuBefore;
+  return {
+    requests: result.requests.total,
+    rps: round(result.requests.average),
+    p50_ms: result.latency.p50,
+    p90_ms: result.latency.p90,
+    p99_ms: result.latency.p99,
+    max_ms: result.latency.max,
+    errors: result.errors,
+    non_2xx: result.non2xx,
+    cpu_ms_per_request: result.requests.total === 0 ? 0 : round(cpu / result.requests.total, 3),
+  };
+}
+
+export interface Answer {
+  status: number;
+  replayed: boolean;
+  body: string;
+}
+
+/** One request over its own connection (the storm's requests must not queue behind each other in a pool). */
+export function send(
+  url: string,
+  options: { method: string; path: string; headers: Record<string, string>; body?: string; agent?: Agent },
+): Promise<Answer> {
+  return new Promise((settle, fail) => {
+    const request = httpRequest(
+      `${url}${options.path}`,
+      { method: options.method, headers: options.headers, agent: options.agent, timeout: 30_000 },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () =>
+          settle({
+            status: response.statusCode ?? 0,
+            replayed: response.headers['idempotent-replayed'] === 'true',
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        response.on('error', fail);
+      },
+    );
+    request.on('timeout', () => request.destroy(new Error(`${options.method} ${options.path}: no answer in 30 s`)));
+    request.on('error', fail);
+    request.end(options.body);
+  });
+}
+
+export interface StormFigures {
+  requests: number;
+  created: number;
+  replays: number;
+  in_use: number;
+  /** Answers that were none of the three, or a replay whose bytes differ from the created answer. */
+  other: number;
+  /** How many answers had each status (0: no answer, the connection failed). */
+  statuses: Record<string, number>;
+  payments: number;
+  charges: number;
+  first_answer_ms: number;
+  last_answer_ms: number;
+  /** From the first answer to the last. */
+  spread_ms: number;
+  /** The latency goal, reported rather than enforced: every answer within 2 s of the first. */
+  within_2s: boolean;
+  /** One payment, one charge, and every answer the created 201, a byte-equal replay of it, or a 409. */
+  ok: boolean;
+}
+
+/**
+ * `count` requests at once on one key, each on a connection of its own: one
+ * payment, one charge, and every answer the created 201, a byte-equal replay
+ * of it, or a 409.
+ */
+export async function storm(
+  url: string,
+  request: { headers: Record<string, string>; body: string },
+  count: number,
+  countAfter: () => Promise<{ payments: number; charges: number }>,
+): Promise<StormFigures> {
+  const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
+  const headers = { ...request.headers, 'idempotency-key': randomUUID() };
+  const started = performance.now();
+  const answers = await Promise.all(
+    Array.from({ length: count }, () =>
+      send(url, { method: 'POST', path: '/v1/payments', headers, body: request.body, agent }).then(
+        (answer) => ({ ...answer, at: performance.now() - started }),
+        () => ({ status: 0, replayed: false, body: '', at: performance.now() - started }),
+      ),
+    ),
+  );
+  agent.destroy();
+  const createdBodies = answers.filter((answer) => answer.status === 201 && !answer.replayed).map((answer) => answer.body);
+  const replays = answers.filter((answer) => answer.status === 201 && answer.replayed);
+  const inUse = answers.filter((answer) => answer.status === 409).length;
+  const faithfulReplays = replays.filter((answer) => answer.body === createdBodies[0]).length;
+  const other = count - createdBodies.length - faithfulReplays - inUse;
+  const statuses: Record<string, number> = {};
+  for (const { status } of answers) statuses[status] = (statuses[status] ?? 0) + 1;
+  const times = answers.map((answer) => answer.at);
+  const first = Math.min(...times);
+  const last = Math.max(...times);
+  const { payments, charges } = await countAfter();
+  return {
+    requests: count,
+    created: createdBodies.length,
+    replays: replays.length,
+    in_use: inUse,
+    other,
+    statuses,
+    payments,
+    charges,
+    first_answer_ms: Math.round(first),
+    last_answer_ms: Math.round(last),
+    spread_ms: Math.round(last - first),
+    within_2s: last - first <= 2_000,
+    ok: createdBodies.length === 1 && other === 0 && payments === 1 && charges === 1,
+  };
+}
+
+export interface SoakFigures {
+  seconds: number;
+  requests: number;
+  rps: number;
+  samples: { t_s: number; rss_mb: number }[];
+  /** Least-squares slope of the samples. */
+  rss_mb_per_min: number;
+}
+
+/** Load for `seconds` while the server's RSS is read every few seconds. */
+export async function soak(
+  target: Target,
+  request: autocannon.Request,
+  options: { connections: number; seconds: number },
+): Promise<SoakFigures> {
+  const everyMs = Math.max(1, Math.min(5, Math.floor(options.seconds / 10))) * 1000;
+  const started = performance.now();
+  const samples: SoakFigures['samples'] = [];
+  const sample = () => samples.push({ t_s: round((performance.now() - started) / 1000, 1), rss_mb: round(rssMb(target.pid), 1) });
+  sample();
+  const timer = setInterval(sample, everyMs);
+  let figures: Figures;
+  try {
+    figures = await load(target, request, options);
+  } finally {
+    clearInterval(timer);
+  }
+  sample();
+  return {
+    seconds: options.seconds,
+    requests: figures.requests,
+    rps: figures.rps,
+    samples,
+    rss_mb_per_min: round(slope(samples.map((s) => [s.t_s / 60, s.rss_mb]))),
+  };
+}
+
+function slope(points: [number, number][]): number {
+  const n = points.length;
+  const meanX = points.reduce((sum, [x]) => sum + x, 0) / n;
+  const meanY = points.reduce((sum, [, y]) => sum + y, 0) / n;
+  const covariance = points.reduce((sum, [x, y]) => sum + (x - meanX) * (y - meanY), 0);
+  const variance = points.reduce((sum, [x]) => sum + (x - meanX) ** 2, 0);
+  return variance === 0 ? 0 : covariance / variance;
+}

@@ -1,0 +1,83 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { TEST_DATABASE_URL } from './support/test-env';
+
+const BENCH = join(__dirname, '..', 'dist', 'scripts', 'bench.js');
+/** Its own database, named after the suite's so that two suites running at once never share one. */
+const DATABASE = `bench_e2e_of_${new URL(TEST_DATABASE_URL).pathname.slice(1)}`;
+const ARGS = [
+  ['--compare', '--json'],
+  ['--seconds', '1'],
+  ['--warmup', '0'],
+  ['--connections', '2'],
+  ['--storm-requests', '200'],
+  ['--backlog', '100'],
+  ['--prune-keys', '1000'],
+  ['--soak-seconds', '2'],
+  ['--database', DATABASE],
+].flat();
+/** About 30 s on the 2-core machine; generous for a loaded one. */
+const RUN_TIMEOUT_MS = 110_000;
+
+interface Side {
+  requests: number;
+  errors: number;
+  non_2xx: number;
+  cpu_ms_per_request: number;
+}
+
+/**
+ * `npm run bench -- --compare` end to end with tiny settings: the API and the
+ * floor both answer every load without an error, agree byte for byte (each
+ * replays what the other stored), the storm makes one payment and one charge,
+ * the worker drains the backlog, and the soak samples the API's RSS.
+ */
+describe('npm run bench -- --compare (tiny)', () => {
+  jest.setTimeout(RUN_TIMEOUT_MS + 10_000);
+
+  it('measures both sides of every scenario, and the floor agrees with the API', async () => {
+    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((settle) => {
+      execFile(process.execPath, [BENCH, ...ARGS], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
+        settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
+      );
+    });
+    expect({ code, stderr: code === 0 ? '' : stderr || stdout }).toEqual({ code: 0, stderr: '' });
+
+    const report = JSON.parse(stdout) as {
+      loads: Record<string, { api: Side; floor: Side }>;
+      ratios: Record<string, number>;
+      agreement: { ok: boolean; checks: { check: string; ok: boolean }[] };
+      storm: Record<string, unknown>;
+      backlog: Record<string, unknown>;
+      soak: { samples: unknown[] };
+      payments: number;
+      provider_charges: number;
+      ok: boolean;
+    };
+    expect(Object.keys(report.loads)).toEqual(['create', 'replay', 'get', 'list']);
+    for (const [, sides] of Object.entries(report.loads)) {
+      for (const side of [sides.api, sides.floor]) {
+        expect(side.requests).toBeGreaterThan(0);
+        expect({ errors: side.errors, non_2xx: side.non_2xx }).toEqual({ errors: 0, non_2xx: 0 });
+        expect(side.cpu_ms_per_request).toBeGreaterThan(0);
+      }
+    }
+    expect(Object.keys(report.ratios)).toEqual(
+      expect.arrayContaining(['create_rps', 'create_p99', 'replay_rps', 'get_rps', 'list_rps']),
+    );
+    expect(report.agreement.checks.filter((check) => !check.ok)).toEqual([]);
+    expect(report.agreement.checks.length).toBeGreaterThanOrEqual(9);
+    expect(report.storm).toMatchObject({ requests: 200, created: 1, other: 0, payments: 1, charges: 1, ok: true });
+    expect(report.backlog).toMatchObject({ payments: 100, left_pending: 0, ok: true });
+    expect(report.soak.samples.length).toBeGreaterThanOrEqual(2);
+    expect(report.payments).toBe(report.provider_charges);
+    expect(report.ok).toBe(true);
+  });
+
+  it('refuses a database whose name does not say "bench", before touching anything', () => {
+    const result = spawnSync(process.execPath, [BENCH, '--database', 'payments_test'], { encoding: 'utf8', timeout: 20_000 });
+
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('must be lower-case letters, digits and _, and contain "bench"');
+  });
+});
