@@ -40,6 +40,8 @@ export interface PrivatePgBouncer {
   admin(command: string): Promise<Record<string, string | null>[]>;
   /** Shuts it down (SIGTERM: every connection closed at once) and deletes its folder. */
   stop(): Promise<void>;
+  /** Synchronous, for an exit handler, where nothing can be awaited: SIGKILL and the folder deleted. */
+  destroyNow(): void;
 }
 
 export interface PgBouncerOptions {
@@ -137,6 +139,10 @@ export async function startPrivatePgBouncer(options: PgBouncerOptions = {}): Pro
     },
     admin,
     stop,
+    destroyNow: () => {
+      if (running) child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 
