@@ -30,3 +30,11 @@ export function bullConnection(target: RedisTarget, options: RedisOptions = {}):
   if (target.redisClusterNodes === undefined) return { url: target.redisUrl, ...options } as ConnectionOptions;
   return createRedisClient(target, options);
 }
+
+/**
+ * How long a BullMQ worker waits after a failed fetch (Redis away, a cluster
+ * failing over) before it fetches again. BullMQ's default is 15 s, which a
+ * SIGTERM also waits out: a second resumes the work about when Redis is back,
+ * for one logged error a second while it is away.
+ */
+export const WORKER_RETRY_DELAY_MS = 1_000;
