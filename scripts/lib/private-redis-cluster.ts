@@ -88,10 +88,11 @@ async function startOnce(): Promise<PrivateRedisCluster> {
       timeout: READY_DEADLINE_MS,
     });
     // Every node must see the whole cluster, slots assigned and six nodes
-    // known, before a client's first slot map is complete.
+    // known, before a client's first slot map is complete; and every replica
+    // must have its primary's data: one that never synced refuses to take over.
     for (const node of nodes) {
-      while (!clusterIsWhole(await ask(node.port, (redis) => redis.cluster('INFO')).catch(() => ''))) {
-        if (Date.now() > deadline) throw new Error(`cluster node on ${node.port} never saw the cluster whole`);
+      while (!(await isWholeAndSynced(node.port))) {
+        if (Date.now() > deadline) throw new Error(`cluster node on ${node.port} never saw the cluster whole and in sync`);
         await delay(POLL_MS);
       }
     }
@@ -169,8 +170,17 @@ function launch(dir: string, port: number): Node {
   return node;
 }
 
-function clusterIsWhole(info: string): boolean {
-  return /cluster_state:ok/.test(info) && /cluster_slots_ok:16384/.test(info) && /cluster_known_nodes:6/.test(info);
+async function isWholeAndSynced(port: number): Promise<boolean> {
+  try {
+    const [cluster, replication] = await ask(port, (redis) => Promise.all([redis.cluster('INFO'), redis.info('replication')]));
+    const whole = /cluster_state:ok/.test(cluster) && /cluster_slots_ok:16384/.test(cluster) && /cluster_known_nodes:6/.test(cluster);
+    const synced = /role:master/.test(replication)
+      ? /connected_slaves:1/.test(replication)
+      : /master_link_status:up/.test(replication) && /master_sync_in_progress:0/.test(replication);
+    return whole && synced;
+  } catch {
+    return false;
+  }
 }
 
 /** One command on one node, over a connection of its own that gives up at once. */

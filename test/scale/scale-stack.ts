@@ -24,6 +24,7 @@ type Env = Record<string, string>;
 export const FAST_KNOBS = {
   NODE_ENV: 'test',
   LOG_LEVEL: 'info',
+  SHUTDOWN_GRACE_MS: '3000',
   IDEMPOTENCY_LEASE_MS: '1500',
   PROVIDER_TIMEOUT_MS: '800',
   PROVIDER_DEADLINE_MS: '1000',
