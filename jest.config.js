@@ -1,6 +1,7 @@
-// Three projects: unit specs beside the code; database specs (*.db-spec.ts)
-// beside the repositories, against the real Postgres; e2e specs in test/
-// against real Postgres, Redis and a mock-provider process. NestJS 12 ships
+// Three projects in `npm test`: unit specs beside the code; database specs
+// (*.db-spec.ts) beside the repositories, against the real Postgres; e2e specs
+// in test/ against real Postgres, Redis and a mock-provider process. A fourth,
+// scale, runs only with `npm run test:scale`. NestJS 12 ships
 // ESM only, which jest loads from these CommonJS test files through
 // --experimental-vm-modules.
 const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
@@ -30,6 +31,16 @@ module.exports = {
       testEnvironment: 'node',
       transform,
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      globalSetup: '<rootDir>/test/global-setup.ts',
+    },
+    {
+      // Past one machine: traffic through a private PgBouncer in transaction
+      // pooling mode, and through a private Redis Cluster that loses a primary.
+      // Minutes of real processes, so apart from npm test (see docs/scaling.md).
+      displayName: 'scale',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/test/scale/**/*.scale-spec.ts'],
       globalSetup: '<rootDir>/test/global-setup.ts',
     },
   ],

@@ -1,6 +1,8 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
 import { type JobType, Queue } from 'bullmq';
+import { Cluster } from 'ioredis';
+import { bullConnection } from '../src/common/redis-client';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
@@ -96,10 +98,8 @@ async function fetchFromProvider<T>(providerUrl: string, path: string): Promise<
 
 async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>> {
   // Fail rather than wait: an audit that cannot see the queue says so (exit 2).
-  const queue = new Queue(RECONCILIATION_QUEUE, {
-    connection: { url: config.redisUrl, maxRetriesPerRequest: 1, connectTimeout: 5_000 },
-    prefix: config.queuePrefix,
-  });
+  const connection = bullConnection(config, { maxRetriesPerRequest: 1, connectTimeout: 5_000 });
+  const queue = new Queue(RECONCILIATION_QUEUE, { connection, prefix: config.queuePrefix });
   let connectionError: unknown;
   queue.on('error', (error) => {
     connectionError ??= error;
@@ -113,6 +113,8 @@ async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>
     throw connectionError ?? error;
   } finally {
     await queue.close();
+    // BullMQ leaves a client it was given open.
+    if (connection instanceof Cluster) connection.disconnect();
   }
 }
 
@@ -182,7 +184,7 @@ function nonNegativeInt(flag: string, value: string | undefined, fallback: numbe
 const USAGE = `Usage: npm run audit [-- --examples N] [--grace-ms MS]
 
 Compares the provider's charges with the payments table (DATABASE_URL,
-PROVIDER_URL) and prints one JSON summary; exit 0 clean, 1 on a violation,
+PROVIDER_URL; the queue on REDIS_URL or REDIS_CLUSTER_NODES) and prints one JSON summary; exit 0 clean, 1 on a violation,
 2 when it could not run. Read-only.
   --examples N   examples kept per kind of violation (default ${DEFAULT_AUDIT_OPTIONS.maxExamples})
   --grace-ms MS  how old an undecided payment must be before it counts as forgotten (default ${DEFAULT_AUDIT_OPTIONS.graceMs})

@@ -18,6 +18,7 @@ import {
   judge,
   missingEvents,
 } from './chaos/verdict';
+import { type PrivatePgBouncer, startPrivatePgBouncer } from './lib/private-pgbouncer';
 import { type PrivatePostgres, startPrivatePostgres } from './lib/private-postgres';
 import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
 import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
@@ -62,6 +63,8 @@ const USAGE = `Usage: npm run chaos -- [options]
   --postgres-restarts N      stop and start Postgres N times during the load, fast and immediate shutdowns in turn;
                              the database then lives on a private cluster (Debian's server binaries) (default 0)
   --postgres-down-seconds S  how long Postgres stays down each time (default 3)
+  --pgbouncer                the APIs, workers and audit reach Postgres through a private PgBouncer in
+                             transaction pooling mode (pgbouncer installed), migrations directly
   --examples N               examples kept per kind of violation (default 5)
   --help                     this text
 
@@ -80,6 +83,7 @@ interface ChaosOptions {
   failureRate: string;
   postgresRestarts: number;
   postgresDownSeconds: number;
+  pgbouncer: boolean;
   examples: number;
 }
 
@@ -151,6 +155,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
       'postgres-restarts': { type: 'string', default: '0' },
       'postgres-down-seconds': { type: 'string', default: '3' },
       examples: { type: 'string', default: '5' },
+      pgbouncer: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -175,6 +180,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
     failureRate: values['failure-rate'],
     postgresRestarts: int('postgres-restarts', values['postgres-restarts'], 0, 100),
     postgresDownSeconds: int('postgres-down-seconds', values['postgres-down-seconds'], 1, 60),
+    pgbouncer: values.pgbouncer,
     examples: int('examples', values.examples, 0, 100),
   };
 }
@@ -282,15 +288,18 @@ async function main(): Promise<number> {
   const startedAt = Date.now();
   progress(
     `seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}, ` +
-      `provider failure rate ${options.failureRate}, ${options.postgresRestarts} Postgres restarts`,
+      `provider failure rate ${options.failureRate}, ${options.postgresRestarts} Postgres restarts` +
+      (options.pgbouncer ? ', through PgBouncer' : ''),
   );
 
   let redis: PrivateRedis | undefined;
   let postgres: PrivatePostgres | undefined;
+  let bouncer: PrivatePgBouncer | undefined;
   // The APIs, workers and provider leave with this process (their IPC
-  // channel closes); redis-server and Postgres do not, so they are killed on the way out.
+  // channel closes); redis-server, PgBouncer and Postgres do not, so they are killed on the way out.
   process.once('exit', () => {
     if (redis?.pid !== undefined) process.kill(redis.pid, 'SIGKILL');
+    bouncer?.destroyNow();
     postgres?.destroyNow();
   });
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
@@ -299,6 +308,7 @@ async function main(): Promise<number> {
   const databaseUrl = postgres ? postgres.urlFor(options.database) : databaseUrlNamed(base.databaseUrl, options.database);
   const receiver = await WebhookReceiver.start();
   const { dataSource, clients } = await prepareDatabase(databaseUrl, options.clients, receiver, mulberry32(options.seed + 3));
+  if (options.pgbouncer) bouncer = await startPrivatePgBouncer({ serverPort: postgres?.port, poolSize: 20 });
   let fleet: Fleet | undefined;
   let provider: Awaited<ReturnType<typeof startProvider>> | undefined;
   try {
@@ -319,7 +329,8 @@ async function main(): Promise<number> {
     });
     const env = {
       ...SERVICE_KNOBS,
-      DATABASE_URL: databaseUrl,
+      DATABASE_URL: bouncer ? bouncer.urlFor(options.database) : databaseUrl,
+      DATABASE_DIRECT_URL: databaseUrl,
       REDIS_URL: redis.url,
       PROVIDER_URL: provider.url,
       PROVIDER_WEBHOOK_SECRET: secret,
@@ -328,7 +339,8 @@ async function main(): Promise<number> {
     progress(
       `stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}, ` +
         `merchant endpoints ${receiver.baseUrl}` +
-        (postgres ? `, postgres on port ${postgres.port}` : ''),
+        (postgres ? `, postgres on port ${postgres.port}` : '') +
+        (bouncer ? `, pgbouncer on port ${bouncer.port}` : ''),
     );
 
     const durationMs = options.seconds * 1_000;
@@ -393,6 +405,7 @@ async function main(): Promise<number> {
     await provider?.stop();
     await receiver.close();
     await redis?.kill();
+    await bouncer?.stop();
     await dataSource.destroy();
     await postgres?.destroy();
   }

@@ -2,6 +2,7 @@ import { BullModule } from '@nestjs/bullmq';
 import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { bullConnection } from './common/redis-client';
 import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
@@ -12,7 +13,7 @@ import { ReconciliationModule } from './reconciliation/reconciliation.module';
 /**
  * The worker process: reconciliation, review re-checks, key expiry and
  * merchant webhooks; no HTTP but its metrics port. Every queue shares one
- * Redis connection setting and prefix.
+ * Redis connection setting (a single server or a cluster) and prefix.
  */
 @Module({})
 export class WorkerModule {
@@ -27,7 +28,13 @@ export class WorkerModule {
         MetricsModule.servedOn((config) => config.metrics.workerPort),
         BullModule.forRootAsync({
           inject: [APP_CONFIG],
-          useFactory: ({ redisUrl, queuePrefix }: AppConfig) => ({ connection: { url: redisUrl }, prefix: queuePrefix }),
+          useFactory: (config: AppConfig) => ({
+            // A worker's commands wait for Redis rather than fail (BullMQ refuses
+            // a client it is given with any other setting): on a cluster, for
+            // as long as a failover takes.
+            connection: bullConnection(config, { maxRetriesPerRequest: null }),
+            prefix: config.queuePrefix,
+          }),
         }),
         ReconciliationModule,
         WebhooksModule,

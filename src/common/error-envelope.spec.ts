@@ -7,6 +7,7 @@ describe('fromInfrastructureError', () => {
     ['a refused connection', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
     ['a terminated backend', { message: 'terminating connection due to administrator command', driverError: { code: '57P01' } }],
     ['a dropped socket', new Error('Connection terminated unexpectedly')],
+    ['PgBouncer unable to reach the server', { message: 'pgbouncer cannot connect to server', driverError: { code: '08P01' } }],
     [
       'a query on a connection terminated as the pool handed it out',
       Object.assign(new Error('Client has encountered a connection error and is not queryable'), {

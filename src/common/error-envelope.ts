@@ -154,6 +154,7 @@ const UNAVAILABLE_CODES = new Set([
   '08001', // sqlclient_unable_to_establish_sqlconnection
   '08003', // connection_does_not_exist
   '08006', // connection_failure
+  '08P01', // protocol_violation: what PgBouncer answers when it cannot reach the server, or a query waited too long for one
   '53300', // too_many_connections
   '40001', // serialization_failure
   '40P01', // deadlock_detected

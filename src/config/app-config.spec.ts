@@ -31,6 +31,30 @@ describe('loadConfig', () => {
       halfOpenAfterMs: 5_000,
     });
     expect(config.provider.trackedClients).toBe(10_000);
+    expect(config.databaseDirectUrl).toBe(config.databaseUrl);
+    expect(config.redisClusterNodes).toBeUndefined();
+    expect(config.queuePrefix).toBe('payments');
+  });
+
+  it('keeps a direct database URL apart from a pooled one', () => {
+    const config = loadConfig({
+      DATABASE_URL: 'postgres://app@pgbouncer:6432/payments',
+      DATABASE_DIRECT_URL: 'postgres://app@postgres:5432/payments',
+    });
+
+    expect(config.databaseUrl).toBe('postgres://app@pgbouncer:6432/payments');
+    expect(config.databaseDirectUrl).toBe('postgres://app@postgres:5432/payments');
+  });
+
+  it('reads cluster nodes and puts the queue prefix in a hash tag, so every key of a queue is in one slot', () => {
+    const config = loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b:7001,[::1]:7002', QUEUE_PREFIX: 'shop' });
+
+    expect(config.redisClusterNodes).toEqual([
+      { host: '10.0.0.1', port: 7000 },
+      { host: 'redis-b', port: 7001 },
+      { host: '::1', port: 7002 },
+    ]);
+    expect(config.queuePrefix).toBe('{shop}');
   });
 
   it('reads and types the values it is given', () => {
@@ -57,6 +81,9 @@ describe('loadConfig', () => {
     ['PROVIDER_FAILURE_RATE', '1.5'],
     ['LOG_LEVEL', 'loud'],
     ['QUEUE_PREFIX', 'a b'],
+    ['DATABASE_DIRECT_URL', 'redis://localhost:6379'],
+    ['REDIS_CLUSTER_NODES', 'localhost'],
+    ['REDIS_CLUSTER_NODES', 'a:1,b:70000'],
     ['PROVIDER_RETRY_BUDGET_CAPACITY', '0'],
     ['PROVIDER_RETRY_BUDGET_REFUND', '2'],
     ['PROVIDER_BREAKER_FAILURE_RATIO', '0'],

@@ -98,6 +98,20 @@ class Reader {
     return value === '' ? undefined : value;
   }
 
+  /** A comma-separated list of host:port, or undefined when the variable is unset or empty. */
+  hostPorts(name: string): { host: string; port: number }[] | undefined {
+    const value = this.optionalString(name);
+    if (value === undefined) return undefined;
+    return value.split(',').map((item) => {
+      const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(item.trim());
+      const port = Number(match?.[2]);
+      if (!match || port < 1 || port > 65535) {
+        throw new ConfigError(name, 'must be a comma-separated list of host:port', value);
+      }
+      return { host: match[1].replace(/^\[|\]$/g, ''), port };
+    });
+  }
+
   optionalOneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
     const value = this.optionalString(name);
     if (value !== undefined && !(allowed as readonly string[]).includes(value)) {
@@ -129,21 +143,36 @@ export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000 };
 
 export function loadConfig(env: Env = process.env) {
   const r = new Reader(env);
+  const databaseUrl = r.url('DATABASE_URL', 'postgres://postgres@localhost:5432/payments', ['postgres:', 'postgresql:']);
+  const redisClusterNodes = r.hostPorts('REDIS_CLUSTER_NODES');
+  const queuePrefix = r.name('QUEUE_PREFIX', 'payments');
   const config = {
     nodeEnv: r.oneOf('NODE_ENV', 'development', NODE_ENVS),
     logLevel: r.oneOf('LOG_LEVEL', 'info', LOG_LEVELS),
-    databaseUrl: r.url('DATABASE_URL', 'postgres://postgres@localhost:5432/payments', [
-      'postgres:',
-      'postgresql:',
-    ]),
+    databaseUrl,
+    /**
+     * What needs a session of its own (the migrations' advisory lock, creating
+     * the database) connects here, past a transaction-pooling PgBouncer that
+     * DATABASE_URL may point at: such a pooler hands each transaction whatever
+     * server connection is free, and a session-level lock would stay behind on
+     * one of them.
+     */
+    databaseDirectUrl: r.url('DATABASE_DIRECT_URL', databaseUrl, ['postgres:', 'postgresql:']),
     databasePool: {
       size: r.int('DATABASE_POOL_SIZE', DATABASE_POOL_DEFAULTS.size, 1, 1_000),
       /** How long a request waits for a free connection before its 503. */
       acquireTimeoutMs: r.int('DATABASE_POOL_TIMEOUT_MS', DATABASE_POOL_DEFAULTS.acquireTimeoutMs, 1),
     },
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
-    /** Namespace of the BullMQ keys in Redis; lets several stacks (or test runs) share one Redis. */
-    queuePrefix: r.name('QUEUE_PREFIX', 'payments'),
+    /** Seed nodes of a Redis Cluster; when set, REDIS_URL is not used. */
+    redisClusterNodes,
+    /**
+     * Namespace of the BullMQ keys in Redis; lets several stacks (or test runs)
+     * share one Redis. On a cluster it is a hash tag, `{payments}`: BullMQ's
+     * scripts touch several keys of a queue at once, and a cluster runs a
+     * script only when all its keys hash to one slot.
+     */
+    queuePrefix: redisClusterNodes === undefined ? queuePrefix : `{${queuePrefix}}`,
     /** Where each process serves GET /metrics, apart from the public API port (0: a free port, as tests use). */
     metrics: {
       apiPort: r.int('METRICS_PORT', 9463, 0, 65535),

@@ -9,6 +9,15 @@ import { migrations } from '../../migrations';
  */
 export const MIGRATIONS_TABLE = 'typeorm_migrations';
 
+/**
+ * Every statement a request makes is short; a stuck one must not hold a
+ * pooled connection (or a row lock) for ever. pg sends these as startup
+ * parameters of each connection. A transaction-pooling PgBouncer must ignore
+ * them there (it refuses any startup parameter it does not know) and set them
+ * on its own server connections instead (connect_query): see docs/scaling.md.
+ */
+export const SESSION_TIMEOUTS = { statement_timeout: 10_000, idle_in_transaction_session_timeout: 10_000 } as const;
+
 export function dataSourceOptions(
   config: Pick<AppConfig, 'databaseUrl'> & Partial<Pick<AppConfig, 'databasePool'>>,
 ): DataSourceOptions {
@@ -26,10 +35,7 @@ export function dataSourceOptions(
       // gets a 503 (the driver's "timeout exceeded when trying to connect"),
       // rather than queueing for ever behind a stuck database.
       connectionTimeoutMillis: pool.acquireTimeoutMs,
-      // Every statement a request makes is short; a stuck one must not hold a
-      // pooled connection (or a row lock) for ever.
-      statement_timeout: 10_000,
-      idle_in_transaction_session_timeout: 10_000,
+      ...SESSION_TIMEOUTS,
     },
   };
 }

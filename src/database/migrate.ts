@@ -52,7 +52,7 @@ async function underMigrationLock<T>(dataSource: DataSource, work: () => Promise
 const USAGE = `usage: npm run migration:run                       apply the pending migrations
        npm run migration:revert                    say which migration a revert would undo
        npm run migration:revert -- --confirm NAME  undo it (NAME: the last applied migration)
-Reads DATABASE_URL (and .env where present); migration:run creates the database if it is missing.
+Reads DATABASE_DIRECT_URL, else DATABASE_URL (and .env where present); migration:run creates the database if it is missing.
 `;
 
 async function main(): Promise<void> {
@@ -64,8 +64,12 @@ async function main(): Promise<void> {
     return;
   }
   const config = loadConfigOrExit();
-  if (!values.revert) await ensureDatabase(config.databaseUrl);
-  const dataSource = await createDataSource(config).initialize();
+  // The advisory lock is a session's: through a transaction-pooling PgBouncer
+  // the lock, the migrations and the unlock could each land on another server
+  // connection, and the lock stay held by one of them.
+  const direct = { databaseUrl: config.databaseDirectUrl };
+  if (!values.revert) await ensureDatabase(direct.databaseUrl);
+  const dataSource = await createDataSource(direct).initialize();
   try {
     if (!values.revert) {
       const applied = await migrate(dataSource);

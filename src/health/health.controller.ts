@@ -1,6 +1,6 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ApiAnswers } from '../common/openapi';
 import { DataSource } from 'typeorm';
 import { TransportError, TransportErrorCode } from '../common/transport-error';
@@ -20,7 +20,7 @@ function withTimeout<T>(work: Promise<T>): Promise<T> {
 export class HealthController {
   constructor(
     private readonly dataSource: DataSource,
-    @Inject(HEALTH_REDIS) private readonly redis: Redis,
+    @Inject(HEALTH_REDIS) private readonly redis: Redis | Cluster,
   ) {}
 
   /** The process is up and serving HTTP; says nothing about its dependencies. */

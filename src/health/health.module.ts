@@ -1,5 +1,5 @@
 import { Inject, Module, type OnModuleDestroy } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
 import { HEALTH_REDIS, HealthController } from './health.controller';
@@ -8,11 +8,11 @@ import { createFailFastRedis } from './redis-connection';
 @Module({
   controllers: [HealthController],
   providers: [
-    { provide: HEALTH_REDIS, inject: [APP_CONFIG], useFactory: (config: AppConfig) => createFailFastRedis(config.redisUrl) },
+    { provide: HEALTH_REDIS, inject: [APP_CONFIG], useFactory: (config: AppConfig) => createFailFastRedis(config) },
   ],
 })
 export class HealthModule implements OnModuleDestroy {
-  constructor(@Inject(HEALTH_REDIS) private readonly redis: Redis) {}
+  constructor(@Inject(HEALTH_REDIS) private readonly redis: Redis | Cluster) {}
 
   /** The module made the connection, so the module closes it. */
   onModuleDestroy(): void {

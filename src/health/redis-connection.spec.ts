@@ -8,7 +8,7 @@ describe('createFailFastRedis', () => {
   it('logs one structured line when Redis is unreachable, however many reconnections fail', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     // Nothing listens on port 1: every connection attempt is refused at once.
-    const redis = createFailFastRedis('redis://127.0.0.1:1');
+    const redis = createFailFastRedis({ redisUrl: 'redis://127.0.0.1:1', redisClusterNodes: undefined });
     let reconnections = 0;
     redis.on('reconnecting', () => reconnections++);
     try {

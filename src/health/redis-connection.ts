@@ -1,6 +1,8 @@
 import { Logger } from '@nestjs/common';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import type { AppConfig } from '../config/app-config';
 import { errorForLog } from '../common/log-safety';
+import { createRedisClient } from '../common/redis-client';
 
 const logger = new Logger('HealthRedis');
 
@@ -11,13 +13,12 @@ const logger = new Logger('HealthRedis');
  * back, not on every reconnection attempt (without a listener, ioredis prints
  * an unstructured "Unhandled error event" for each).
  */
-export function createFailFastRedis(url: string): Redis {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2_000,
-    lazyConnect: false,
-  });
+export function createFailFastRedis(target: Pick<AppConfig, 'redisUrl' | 'redisClusterNodes'>): Redis | Cluster {
+  const redis = createRedisClient(
+    target,
+    { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2_000, lazyConnect: false },
+    { enableOfflineQueue: false },
+  );
   let down = false;
   redis.on('error', (error: unknown) => {
     if (down) return;

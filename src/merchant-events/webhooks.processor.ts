@@ -2,6 +2,7 @@ import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Logger, type Type } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import { errorForLog } from '../common/log-safety';
+import { WORKER_RETRY_DELAY_MS } from '../common/redis-client';
 import type { AppConfig } from '../config/app-config';
 import type { DeliveryClaim } from './webhook-deliveries.repository';
 import { WebhookDispatcher, claimMsFor } from './webhook-dispatcher.service';
@@ -50,6 +51,7 @@ export function webhooksProcessorFor(config: AppConfig): Type<WebhooksProcessor>
     concurrency: config.webhooks.concurrency,
     lockDuration: claimMs,
     stalledInterval: claimMs,
+    runRetryDelay: WORKER_RETRY_DELAY_MS,
   })
   class ConfiguredWebhooksProcessor extends WebhooksProcessor {}
   return ConfiguredWebhooksProcessor;

@@ -2,6 +2,7 @@ import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Logger, type Type } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import { errorForLog } from '../common/log-safety';
+import { WORKER_RETRY_DELAY_MS } from '../common/redis-client';
 import type { AppConfig } from '../config/app-config';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
@@ -59,6 +60,7 @@ export function reconciliationProcessorFor(config: AppConfig): Type<Reconciliati
     concurrency: config.reconcile.concurrency,
     lockDuration: leaseMs,
     stalledInterval: leaseMs,
+    runRetryDelay: WORKER_RETRY_DELAY_MS,
   })
   class ConfiguredReconciliationProcessor extends ReconciliationProcessor {}
   return ConfiguredReconciliationProcessor;
