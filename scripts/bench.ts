@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type autocannon from 'autocannon';
 import { Queue } from 'bullmq';
@@ -269,11 +270,9 @@ async function main(): Promise<void> {
     }
 
     // The prune's seeded payments never met the provider; every other one must have, once.
-    const [{ n: payments }] = (await dataSource.query(
-      `SELECT count(*)::int AS n FROM payments WHERE id NOT LIKE 'pay_prune_%'`,
-    )) as { n: number }[];
-    report.payments = payments;
-    report.provider_charges = ((await (await fetch(`${provider.url}/stats`)).json()) as { charges: number }).charges;
+    const tally = await settledTally(dataSource, provider.url);
+    report.payments = tally.payments;
+    report.provider_charges = tally.charges;
     report.ok &&= report.payments === report.provider_charges;
     report.machine.load_average_at_end = loadavg().map((value) => round(value));
     report.elapsed_s = round((performance.now() - startedAt) / 1000, 1);
@@ -320,6 +319,25 @@ function ratios(loads: Report['loads']): Record<string, number> {
     }
   }
   return out;
+}
+
+/**
+ * Payments and provider charges once they agree, or as they stand after 10 s.
+ * A request still in flight when a load stopped may be between its payment's
+ * commit and its charge, so one read of each can differ by the requests in
+ * flight without anything being wrong; counts that still differ once
+ * everything has had time to finish are a real mismatch.
+ */
+async function settledTally(dataSource: DataSource, providerUrl: string): Promise<{ payments: number; charges: number }> {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const [{ n: payments }] = (await dataSource.query(
+      `SELECT count(*)::int AS n FROM payments WHERE id NOT LIKE 'pay_prune_%'`,
+    )) as { n: number }[];
+    const { charges } = (await (await fetch(`${providerUrl}/stats`)).json()) as { charges: number };
+    if (payments === charges || performance.now() > deadline) return { payments, charges };
+    await delay(100);
+  }
 }
 
 /**
