@@ -4,14 +4,11 @@ import { cpus, loadavg } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type autocannon from 'autocannon';
-import { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
-import { WEBHOOKS_QUEUE } from '../src/merchant-events/webhooks.constants';
-import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { type Agreement, checkAgreement } from './bench/agreement';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
 import {
@@ -27,6 +24,7 @@ import {
 } from './bench/measure';
 import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from './lib/processes';
 import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
+import { dropWorkerQueues } from './lib/worker-queues';
 
 const LOADS = ['create', 'replay', 'get', 'list'] as const;
 const SCENARIOS = [...LOADS, 'storm', 'prune', 'backlog'] as const;
@@ -179,7 +177,7 @@ async function main(): Promise<void> {
   const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
   const queuePrefix = options.database;
   const dataSource = await openScratchDatabase(databaseUrl);
-  await emptyQueues(base.redisUrl, queuePrefix);
+  await dropWorkerQueues(base.redisUrl, queuePrefix);
   const children: ManagedProcess[] = [];
   try {
     const clients = new ClientsService(new ClientsRepository(dataSource));
@@ -280,20 +278,8 @@ async function main(): Promise<void> {
     if (!report.ok) process.exitCode = 1;
   } finally {
     for (const child of children.reverse()) await child.stop();
-    await emptyQueues(base.redisUrl, queuePrefix);
+    await dropWorkerQueues(base.redisUrl, queuePrefix);
     await dataSource.destroy();
-  }
-}
-
-/** The BullMQ keys under the bench's own prefix (named after its database): nobody else's. */
-async function emptyQueues(redisUrl: string, prefix: string): Promise<void> {
-  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
-    const queue = new Queue(name, { connection: { url: redisUrl }, prefix });
-    try {
-      await queue.obliterate({ force: true });
-    } finally {
-      await queue.close();
-    }
   }
 }
 

@@ -1,14 +1,13 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
-import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { freePort } from './lib/private-redis';
 import { databaseUrlNamed, emptyTables, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
+import { dropWorkerQueues } from './lib/worker-queues';
 import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from './lib/processes';
 
 /**
@@ -114,8 +113,7 @@ async function measure(
     await worker?.stop();
     await api?.stop();
     await provider?.stop();
-    const queue = new Queue(RECONCILIATION_QUEUE, { connection: { url: redisUrl }, prefix: env.QUEUE_PREFIX });
-    await queue.obliterate({ force: true }).finally(() => queue.close());
+    await dropWorkerQueues(redisUrl, env.QUEUE_PREFIX);
   }
 }
 

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { Queue } from 'bullmq';
 import fc from 'fast-check';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { createDataSource } from '../../src/database/data-source';
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
-import { WEBHOOKS_QUEUE } from '../../src/merchant-events/webhooks.constants';
-import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
+import { dropWorkerQueues } from '../lib/worker-queues';
 import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from '../lib/processes';
 import { type FuzzRequest, type Who, fuzzBatch } from './arbitraries';
 import { type Exchange, exchange } from './http';
@@ -156,17 +154,6 @@ function errorCodeOf(sent: Exchange): string | undefined {
     return (JSON.parse(sent.answer.body) as { error?: { code?: string } }).error?.code;
   } catch {
     return undefined;
-  }
-}
-
-async function dropQueues(redisUrl: string, prefix: string): Promise<void> {
-  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
-    const queue = new Queue(name, { connection: { url: redisUrl }, prefix });
-    try {
-      await queue.obliterate({ force: true });
-    } finally {
-      await queue.close();
-    }
   }
 }
 
@@ -389,7 +376,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
     await Promise.all([api?.stop(), worker?.stop()]);
     await provider?.stop();
     // Leftover keys under a prefix of the run's own harm no one; a Redis hiccup here must not hide the summary.
-    await dropQueues(options.redisUrl, options.queuePrefix).catch(() => undefined);
+    await dropWorkerQueues(options.redisUrl, options.queuePrefix).catch(() => undefined);
     await dataSource.destroy();
   }
 }

@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { type AppConfig, loadConfig } from '../../src/config/app-config';
-import { WEBHOOKS_QUEUE } from '../../src/merchant-events/webhooks.constants';
-import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
+import { dropWorkerQueues } from '../../scripts/lib/worker-queues';
 
 /**
  * What the in-process app and the process stack share: the test database,
@@ -50,15 +48,8 @@ export function uniqueQueuePrefix(): string {
 }
 
 /** Removes every BullMQ key under the prefix (job schedulers included), of every queue the worker uses. */
-export async function dropQueue(config: AppConfig): Promise<void> {
-  for (const name of [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE]) {
-    const queue = new Queue(name, { connection: { url: config.redisUrl }, prefix: config.queuePrefix });
-    try {
-      await queue.obliterate({ force: true });
-    } finally {
-      await queue.close();
-    }
-  }
+export function dropQueue(config: AppConfig): Promise<void> {
+  return dropWorkerQueues(config.redisUrl, config.queuePrefix);
 }
 
 export async function createClient(
