@@ -1,0 +1,34 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+
+/** Generous for a busy machine: a short run is bounded by its load, its faults and its drain. */
+const RUN_TIMEOUT_MS = 170_000;
+
+/**
+ * The short chaos run of the specs: a few hundred payments, about a minute
+ * with its drain, two Postgres restarts, in the database named; `extra`
+ * adds options (such as --pgbouncer).
+ */
+export function shortChaosArgs(database: string, extra: string[] = []): string[] {
+  return [
+    ['--payments', '300'],
+    ['--seconds', '30'],
+    ['--drain-seconds', '40'],
+    ['--events-seconds', '20'],
+    ['--database', database],
+    ['--failure-rate', '0.3'],
+    ['--postgres-restarts', '2'],
+    ['--postgres-down-seconds', '3'],
+    extra,
+  ].flat();
+}
+
+/** The compiled `npm run chaos` with these options: its exit code and what it wrote. */
+export function runChaos(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const chaos = join(__dirname, '..', '..', 'dist', 'scripts', 'chaos.js');
+  return new Promise((settle) => {
+    execFile(process.execPath, [chaos, ...args], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
+      settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
+    );
+  });
+}
