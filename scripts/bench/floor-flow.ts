@@ -11,7 +11,8 @@ import { IdempotencyRepository, type Lease, type StoredResponse } from '../../sr
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
 import { keyVerdict } from '../../src/idempotency/key-verdict';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
-import { chargeInputFor, newPaymentId, providerKeyFor, toResource } from '../../src/payments/payment';
+import { isUniqueViolation } from '../../src/database/sql';
+import { chargeInputFor, newPendingPayment, toResource } from '../../src/payments/payment';
 import { finalResponseFor, outcomeOfCharge } from '../../src/payments/payment-outcome';
 import { PaymentLookupService } from '../../src/payments/payment-lookup.service';
 import type { CreatePaymentDto } from '../../src/payments/payments.dto';
@@ -138,28 +139,15 @@ export class FloorPayments {
 
   /** Phase 1 in one statement, as the service sends it: no transaction to open. */
   private async claimAndCreatePending(command: FloorCreate, lease: Lease): Promise<Payment | undefined> {
-    const paymentId = newPaymentId();
     const { body } = command;
     try {
       return await this.payments.insertPendingUnderClaim(
         this.db,
-        {
-          id: paymentId,
-          clientId: command.clientId,
-          amount: body.amount,
-          currency: body.currency,
-          paymentMethod: body.payment_method,
-          orderId: body.order_id ?? null,
-          description: body.description ?? null,
-          metadata: body.metadata ?? {},
-          providerKey: providerKeyFor(paymentId),
-        },
+        newPendingPayment(command.clientId, body),
         { lease, fingerprint: command.fingerprint, leaseMs: this.config.idempotency.leaseMs },
       );
     } catch (error) {
-      // isUniqueViolation knows TypeORM's wrapper only; pg's error carries the same code and constraint.
-      const { code, constraint } = error as { code?: string; constraint?: string };
-      if (code === '23505' && constraint === ACTIVE_ORDER_INDEX) throw orderAlreadyPaid(body.order_id);
+      if (isUniqueViolation(error, ACTIVE_ORDER_INDEX)) throw orderAlreadyPaid(body.order_id);
       throw error;
     }
   }

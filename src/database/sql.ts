@@ -23,9 +23,13 @@ export async function queryRow<T>(db: EntityManager, text: string, params: unkno
   return rows[0];
 }
 
-/** True when the error is a unique violation of the named constraint or index. */
+/**
+ * True when the error is a unique violation of the named constraint or index,
+ * raised through TypeORM (which wraps the driver's error) or by pg itself.
+ */
 export function isUniqueViolation(error: unknown, constraint: string): boolean {
-  if (!(error instanceof QueryFailedError)) return false;
-  const driverError = error.driverError as { code?: string; constraint?: string };
-  return driverError.code === '23505' && driverError.constraint === constraint;
+  const cause: unknown = error instanceof QueryFailedError ? error.driverError : error;
+  if (typeof cause !== 'object' || cause === null) return false;
+  const { code, constraint: violated } = cause as { code?: string; constraint?: string };
+  return code === '23505' && violated === constraint;
 }

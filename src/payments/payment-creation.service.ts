@@ -14,7 +14,7 @@ import { keyVerdict } from '../idempotency/key-verdict';
 import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { ProviderClient } from '../provider/provider.client';
-import { chargeInputFor, newPaymentId, providerKeyFor, toResource } from './payment';
+import { chargeInputFor, newPendingPayment, toResource } from './payment';
 import { outcomeOfCharge } from './payment-outcome';
 import type { CreatePaymentDto } from './payments.dto';
 import { orderAlreadyPaid, providerUnavailable } from './payments.errors';
@@ -179,22 +179,11 @@ export class PaymentCreationService {
    * commit. Undefined when the key was claimed by someone else since it was read.
    */
   private async claimAndCreatePending(command: CreatePaymentCommand, lease: Lease): Promise<Payment | undefined> {
-    const paymentId = newPaymentId();
     const { body } = command;
     try {
       return await this.payments.insertPendingUnderClaim(
         this.dataSource.manager,
-        {
-          id: paymentId,
-          clientId: command.clientId,
-          amount: body.amount,
-          currency: body.currency,
-          paymentMethod: body.payment_method,
-          orderId: body.order_id ?? null,
-          description: body.description ?? null,
-          metadata: body.metadata ?? {},
-          providerKey: providerKeyFor(paymentId),
-        },
+        newPendingPayment(command.clientId, body),
         { lease, fingerprint: command.fingerprint, leaseMs: this.config.idempotency.leaseMs },
       );
     } catch (error) {

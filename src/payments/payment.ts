@@ -2,6 +2,8 @@ import { ApiProperty } from '@nestjs/swagger';
 import { ErrorBody } from '../common/openapi';
 import { ulid } from 'ulid';
 import type { ChargeInput } from '../provider/provider.client';
+import type { CreatePaymentDto } from './payments.dto';
+import type { NewPayment } from './payments.repository';
 import type { Payment } from './payments.table';
 
 export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_review';
@@ -99,6 +101,22 @@ export function newPaymentId(): string {
  */
 export function providerKeyFor(paymentId: string): string {
   return `pk_${paymentId}`;
+}
+
+/** A new pending payment as a validated request describes it, with its own id and the provider key derived from it. */
+export function newPendingPayment(clientId: string, body: CreatePaymentDto): NewPayment {
+  const id = newPaymentId();
+  return {
+    id,
+    clientId,
+    amount: body.amount,
+    currency: body.currency,
+    paymentMethod: body.payment_method,
+    orderId: body.order_id ?? null,
+    description: body.description ?? null,
+    metadata: body.metadata ?? {},
+    providerKey: providerKeyFor(id),
+  };
 }
 
 /** What the provider is asked to charge for a payment, by the request and the worker alike. */
