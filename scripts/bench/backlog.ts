@@ -3,15 +3,17 @@ import type autocannon from 'autocannon';
 import type { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
 import { startWorkerProcess } from '../lib/processes';
-import { type Figures, type Target, load, round } from './measure';
+import { type Figures, type Target, cpuMs, load, round } from './measure';
 
 export interface BacklogFigures {
   payments: number;
   drain_s: number;
   payments_per_s: number;
-  /** What the sweep can hand out at most: RECONCILE_BATCH_SIZE per RECONCILE_INTERVAL_MS. */
-  sweep_cap_per_s: number;
+  /** The worker's RECONCILE_CONCURRENCY. */
+  concurrency: number;
   left_pending: number;
+  /** The worker's user + system CPU over the drain, per payment drained. */
+  worker_cpu_ms_per_payment: number;
   create_alone: Figures;
   create_during_drain: Figures;
   /** How much slower creates ran while the worker drained, in per cent of the rate alone. */
@@ -23,6 +25,9 @@ export interface BacklogFigures {
   /** Every seeded payment was settled. */
   ok: boolean;
 }
+
+/** The goal's pace: 10,000 payments in 60 s. */
+const GOAL_MS_PER_PAYMENT = 60_000 / 10_000;
 
 const SEEDED_PENDING = `SELECT count(*)::int AS n FROM payments WHERE client_id = $1 AND status = 'pending'`;
 
@@ -67,12 +72,12 @@ export async function drainBacklog(
 
   const workerEnv = { ...options.workerEnv, RECONCILE_STALE_AFTER_MS: '1000' };
   const { reconcile } = loadConfig({ ...process.env, ...workerEnv });
-  const sweepCapPerS = (reconcile.batchSize * 1000) / reconcile.intervalMs;
-  // Twice the time the sweep needs to hand every payment out, and a minute for a loaded machine.
-  const deadline = Date.now() + (2 * count * 1000) / sweepCapPerS + 60_000;
+  // Twice the goal's time (10,000 in 60 s), and a minute for a loaded machine.
+  const deadline = Date.now() + 2 * count * GOAL_MS_PER_PAYMENT + 60_000;
   const worker = await startWorkerProcess(workerEnv);
   try {
     const started = performance.now();
+    const workerCpuBefore = cpuMs(worker.pid);
     const during = load(options.api, options.create, loadOptions);
     let loadDone = false;
     void during.then(() => (loadDone = true));
@@ -82,6 +87,7 @@ export async function drainBacklog(
       [{ n: pending }] = (await dataSource.query(SEEDED_PENDING, [clientId])) as { n: number }[];
     }
     const drainS = (performance.now() - started) / 1000;
+    const workerCpu = cpuMs(worker.pid) - workerCpuBefore;
     const loadWithinDrain = loadDone;
     const createDuring = await during;
     const slowdown = createAlone.rps === 0 ? 0 : (100 * (createAlone.rps - createDuring.rps)) / createAlone.rps;
@@ -89,8 +95,9 @@ export async function drainBacklog(
       payments: count,
       drain_s: round(drainS, 1),
       payments_per_s: round((count - pending) / drainS, 1),
-      sweep_cap_per_s: round(sweepCapPerS, 1),
+      concurrency: reconcile.concurrency,
       left_pending: pending,
+      worker_cpu_ms_per_payment: round(workerCpu / Math.max(1, count - pending), 2),
       create_alone: createAlone,
       create_during_drain: createDuring,
       create_slowdown_pct: round(slowdown, 1),

@@ -21,7 +21,7 @@ describe('loadConfig', () => {
       maxInFlightPerEndpoint: 4,
       batchSize: 200,
     });
-    expect(config.reconcile.staleAfterMs).toBe(60_000);
+    expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, rateLimitPerS: 0 });
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
     expect(config.provider.breaker).toEqual({
       failureRatio: 0.5,
@@ -85,6 +85,7 @@ describe('loadConfig', () => {
     ['REDIS_CLUSTER_NODES', 'localhost'],
     ['REDIS_CLUSTER_NODES', 'a:1,b:70000'],
     ['PROVIDER_RETRY_BUDGET_CAPACITY', '0'],
+    ['RECONCILE_RATE_LIMIT', '-1'],
     ['PROVIDER_RETRY_BUDGET_REFUND', '2'],
     ['PROVIDER_BREAKER_FAILURE_RATIO', '0'],
     ['PROVIDER_BREAKER_FAILURE_RATIO', '1'],

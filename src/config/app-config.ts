@@ -244,8 +244,14 @@ export function loadConfig(env: Env = process.env) {
       maxAttempts: r.int('RECONCILE_MAX_ATTEMPTS', 8, 1),
       backoffBaseMs: r.int('RECONCILE_BACKOFF_BASE_MS', 5_000, 1),
       backoffCapMs: r.int('RECONCILE_BACKOFF_CAP_MS', 600_000, 1),
+      /** The most reconcile jobs queued at once; in a backlog the sweep tops the queue up as the workers take them. */
       batchSize: r.int('RECONCILE_BATCH_SIZE', 500, 1, 10_000),
-      concurrency: r.int('RECONCILE_CONCURRENCY', 4, 1, 100),
+      concurrency: r.int('RECONCILE_CONCURRENCY', 8, 1, 100),
+      /**
+       * Jobs per second across every worker of the queue (0: as fast as the
+       * workers go): a backlog's drain takes CPU and Postgres from new payments.
+       */
+      rateLimitPerS: r.int('RECONCILE_RATE_LIMIT', 0, 0, 100_000),
       /** How often a payment in review is asked about again, and for how long after it went to review. */
       reviewRecheckIntervalMs: r.int('REVIEW_RECHECK_INTERVAL_MS', 3_600_000, 50),
       reviewRecheckHorizonHours: r.positive('REVIEW_RECHECK_HORIZON_HOURS', 168, 24 * 366),

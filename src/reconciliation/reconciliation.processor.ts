@@ -1,5 +1,5 @@
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
-import { Logger, type Type } from '@nestjs/common';
+import { Logger, type OnModuleDestroy, type Type } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import { errorForLog } from '../common/log-safety';
 import { WORKER_RETRY_DELAY_MS } from '../common/redis-client';
@@ -8,8 +8,10 @@ import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconcil
 import { ReconciliationService } from './reconciliation.service';
 
 /** Thin and safe to run twice: every job re-reads Postgres and acts under a lease. */
-export class ReconciliationProcessor extends WorkerHost {
+export class ReconciliationProcessor extends WorkerHost implements OnModuleDestroy {
   private readonly logger = new Logger(ReconciliationProcessor.name);
+  /** Aborted when the worker is stopping, before BullMQ's close waits for the running jobs. */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly reconciliation: ReconciliationService) {
     super();
@@ -27,10 +29,14 @@ export class ReconciliationProcessor extends WorkerHost {
     this.logger.error({ msg: 'reconciliation worker error', err: errorForLog(error) });
   }
 
+  onModuleDestroy(): void {
+    this.stopping.abort();
+  }
+
   async process(job: Job): Promise<unknown> {
     switch (job.name) {
       case JobName.Sweep:
-        return this.reconciliation.sweep();
+        return this.reconciliation.sweep(this.stopping.signal);
       case JobName.Reconcile:
         return this.reconciliation.reconcile((job.data as ReconcileJobData).paymentId);
       case JobName.PruneKeys:
@@ -56,8 +62,11 @@ export class ReconciliationProcessor extends WorkerHost {
  */
 export function reconciliationProcessorFor(config: AppConfig): Type<ReconciliationProcessor> {
   const { leaseMs } = config.idempotency;
+  const { concurrency, rateLimitPerS } = config.reconcile;
   @Processor(RECONCILIATION_QUEUE, {
-    concurrency: config.reconcile.concurrency,
+    concurrency,
+    // BullMQ's limiter is the queue's, in Redis: one rate for all the workers together.
+    ...(rateLimitPerS > 0 && { limiter: { max: rateLimitPerS, duration: 1_000 } }),
     lockDuration: leaseMs,
     stalledInterval: leaseMs,
     runRetryDelay: WORKER_RETRY_DELAY_MS,

@@ -96,35 +96,89 @@ describe('ReconciliationService', () => {
   });
 
   describe('sweep', () => {
+    const running = new AbortController().signal;
+    const opts = { removeOnComplete: true, removeOnFail: true };
+    const job = (paymentId: string) => ({
+      name: JobName.Reconcile,
+      data: { paymentId },
+      opts: { jobId: `reconcile-${paymentId}`, ...opts },
+    });
+
     it('enqueues one job per due payment, keyed by it so overlapping sweeps cannot queue it twice', async () => {
       const { sut, db, payments, queue, config } = setup();
       payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
       queue.addBulk = jest.fn().mockResolvedValue([]);
 
-      expect(await sut.sweep()).toBe(2);
+      expect(await sut.sweep(running)).toBe(2);
 
       expect(payments.findDueForReconciliation).toHaveBeenCalledWith(
         db,
         config.reconcile.staleAfterMs,
         config.reconcile.batchSize,
       );
-      const opts = { removeOnComplete: true, removeOnFail: true };
-      expect(queue.addBulk.mock.calls).toEqual([
-        [
-          [
-            { name: JobName.Reconcile, data: { paymentId: 'pay_a' }, opts: { jobId: 'reconcile-pay_a', ...opts } },
-            { name: JobName.Reconcile, data: { paymentId: 'pay_b' }, opts: { jobId: 'reconcile-pay_b', ...opts } },
-          ],
-        ],
-      ]);
+      expect(queue.addBulk.mock.calls).toEqual([[[job('pay_a'), job('pay_b')]]]);
+      // queue.getWaitingCount is not stubbed: a short batch is all that is due, so there is nothing to wait for.
     });
 
     it('touches no queue when nothing is due', async () => {
       const { sut, payments } = setup();
       payments.findDueForReconciliation = jest.fn().mockResolvedValue([]);
 
-      expect(await sut.sweep()).toBe(0);
+      expect(await sut.sweep(running)).toBe(0);
       // queue.addBulk is not stubbed: an empty bulk would have thrown.
+    });
+
+    it('after a full batch, queues the next once the workers have taken half of it, until a batch comes back short', async () => {
+      const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '4' });
+      payments.findDueForReconciliation = jest
+        .fn()
+        .mockResolvedValueOnce(['pay_a', 'pay_b', 'pay_c', 'pay_d'])
+        // pay_c and pay_d still wait: found again, and their job ids keep them queued once.
+        .mockResolvedValueOnce(['pay_c', 'pay_d', 'pay_e', 'pay_f'])
+        .mockResolvedValueOnce(['pay_f', 'pay_g']);
+      queue.addBulk = jest.fn().mockResolvedValue([]);
+      // Three jobs still wait, then two (half the batch): room for the next batch.
+      queue.getWaitingCount = jest.fn().mockResolvedValueOnce(3).mockResolvedValueOnce(2).mockResolvedValueOnce(1);
+
+      expect(await sut.sweep(running)).toBe(7);
+
+      expect(queue.addBulk.mock.calls).toEqual([
+        [['pay_a', 'pay_b', 'pay_c', 'pay_d'].map(job)],
+        [['pay_c', 'pay_d', 'pay_e', 'pay_f'].map(job)],
+        [['pay_f', 'pay_g'].map(job)],
+      ]);
+      expect(queue.getWaitingCount).toHaveBeenCalledTimes(3);
+    });
+
+    it('stops waiting for room after one interval, leaving the rest to the next sweep', async () => {
+      const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '2', RECONCILE_INTERVAL_MS: '300' });
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      queue.addBulk = jest.fn().mockResolvedValue([]);
+      // The workers take nothing.
+      queue.getWaitingCount = jest.fn().mockResolvedValue(2);
+      const started = performance.now();
+
+      expect(await sut.sweep(running)).toBe(2);
+
+      expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+      expect(payments.findDueForReconciliation).toHaveBeenCalledTimes(1);
+      expect(queue.getWaitingCount.mock.calls.length).toBeGreaterThan(0);
+    });
+
+    it('stops waiting as soon as the worker is stopping, so its close does not wait out the interval', async () => {
+      const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '2', RECONCILE_INTERVAL_MS: '600000' });
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      queue.addBulk = jest.fn().mockResolvedValue([]);
+      const stopping = new AbortController();
+      queue.getWaitingCount = jest.fn(async () => {
+        stopping.abort();
+        return 2;
+      });
+
+      expect(await sut.sweep(stopping.signal)).toBe(2);
+
+      expect(queue.getWaitingCount).toHaveBeenCalledTimes(1);
+      expect(payments.findDueForReconciliation).toHaveBeenCalledTimes(1);
     });
   });
 

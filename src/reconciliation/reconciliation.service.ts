@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import { InjectQueue } from '@nestjs/bullmq';
 import { Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
@@ -39,6 +40,19 @@ function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
   return outcome ? { kind: 'final', outcome } : NOT_FINAL;
 }
 
+/** How often a sweep in a backlog looks whether the workers have taken half of its last batch. */
+const SWEEP_POLL_MS = 100;
+
+/** A payment's reconcile job; its id is the payment's, so it is queued once however often it is found. */
+function reconcileJob(paymentId: string) {
+  return {
+    name: JobName.Reconcile,
+    data: { paymentId } satisfies ReconcileJobData,
+    // Removed when done, so that a later sweep may queue the payment again.
+    opts: { jobId: `reconcile-${paymentId}`, removeOnComplete: true, removeOnFail: true },
+  };
+}
+
 /** A backlog is counted up to this many keys: past it, the figure only says "far behind". */
 const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
 
@@ -65,23 +79,40 @@ export class ReconciliationService {
   ) {}
 
   /**
-   * Enqueues one job per due payment. The job id is the payment's, so a
+   * Keeps the workers fed: queues the due payments, RECONCILE_BATCH_SIZE at
+   * most, and while a batch comes back full (a backlog), queues the next as
+   * soon as the workers have taken half of the last, for at most one
+   * interval, after which the next sweep goes on. So a backlog drains as fast
+   * as the workers reconcile, not at one batch per interval, and no more
+   * than a batch ever waits in Redis. The job id is the payment's, so a
    * payment already queued or running is not queued twice, however many
-   * sweeps (or workers running them) overlap.
+   * passes or sweeps (or workers running them) overlap: the payments still
+   * waiting are found again by the next pass, and stay queued once.
+   *
+   * Returns how many payments it found due, each counted once.
    */
-  async sweep(): Promise<number> {
-    const { staleAfterMs, batchSize } = this.config.reconcile;
-    const ids = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
-    if (ids.length === 0) return 0;
-    await this.queue.addBulk(
-      ids.map((paymentId) => ({
-        name: JobName.Reconcile,
-        data: { paymentId } satisfies ReconcileJobData,
-        // Removed when done, so that a later sweep may queue the payment again.
-        opts: { jobId: `reconcile-${paymentId}`, removeOnComplete: true, removeOnFail: true },
-      })),
-    );
-    return ids.length;
+  async sweep(stop: AbortSignal): Promise<number> {
+    const { staleAfterMs, batchSize, intervalMs } = this.config.reconcile;
+    const deadline = Date.now() + intervalMs;
+    const found = new Set<string>();
+    for (;;) {
+      const ids = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
+      if (ids.length > 0) await this.queue.addBulk(ids.map(reconcileJob));
+      for (const id of ids) found.add(id);
+      if (ids.length < batchSize || !(await this.waitForRoom(batchSize / 2, deadline, stop))) return found.size;
+    }
+  }
+
+  /**
+   * Polls until at most `lowWater` reconcile jobs wait: true then, false once
+   * the deadline passes or the worker is stopping (its close waits for this job).
+   */
+  private async waitForRoom(lowWater: number, deadline: number, stop: AbortSignal): Promise<boolean> {
+    while (!stop.aborted && Date.now() < deadline) {
+      await delay(SWEEP_POLL_MS);
+      if ((await this.queue.getWaitingCount()) <= lowWater) return true;
+    }
+    return false;
   }
 
   /**
