@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { API_NODE_FLAGS } from '../src/config/api-node-flags';
 
 /**
  * `npm run start:all`: the whole stack on one machine without Docker. Applies
@@ -16,8 +17,8 @@ import { join } from 'node:path';
  */
 const dist = join(__dirname, '..', 'src');
 
-function run(name: string, script: string): ChildProcess {
-  const child = spawn(process.execPath, [join(dist, script)], {
+function run(name: string, script: string, nodeFlags: readonly string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeFlags, join(dist, script)], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     detached: true,
   });
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
   const migrationCode = await exited(run('migrations', 'database/migrate.js'));
   if (migrationCode !== 0) process.exit(migrationCode);
 
-  const children = [run('provider', 'provider-main.js'), run('api', 'main.js'), run('worker', 'worker.js')];
+  const children = [run('provider', 'provider-main.js'), run('api', 'main.js', API_NODE_FLAGS), run('worker', 'worker.js')];
   let signalled = false;
   const stopAll = () => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
 import { createInterface } from 'node:readline';
+import { API_NODE_FLAGS } from '../../src/config/api-node-flags';
 import type { Charge, ListedChargeEvent } from '../../src/mock-provider/mock-provider.types';
 
 export type { Charge, ListedChargeEvent };
@@ -110,10 +111,12 @@ export class ProcessStartError extends Error {
 
 /**
  * The payments API on a random port (PORT=0 unless env sets one), env on top
- * of this process's environment; resolves once it answers GET /health/live.
+ * of this process's environment, with the heap settings it has in production;
+ * resolves once it answers GET /health/live.
  */
 export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
-  const api = await listening(launch('api', join(DIST_SRC, 'main.js'), { PORT: '0', METRICS_PORT: '0', ...env }), '/health/live');
+  const child = launch('api', join(DIST_SRC, 'main.js'), { PORT: '0', METRICS_PORT: '0', ...env }, API_NODE_FLAGS);
+  const api = await listening(child, '/health/live');
   const { json } = await api.waitForLine(({ json }) => json?.msg === 'listening');
   return { ...api, metricsUrl: `http://127.0.0.1:${json!.metrics_port as number}` };
 }
@@ -179,8 +182,8 @@ async function listening({ handle, ready }: Launched, healthPath: string): Promi
   return { ...handle, url, port };
 }
 
-function launch(name: string, entry: string, env: Env): Launched {
-  const child = spawn(process.execPath, [entry], {
+function launch(name: string, entry: string, env: Env, nodeFlags: readonly string[] = []): Launched {
+  const child = spawn(process.execPath, [...nodeFlags, entry], {
     env: { NODE_COMPILE_CACHE: COMPILE_CACHE, ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
