@@ -32,4 +32,4 @@ EXPOSE 3000 4010
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # The API's heap settings: src/config/api-node-flags.ts says why.
-CMD ["node", "--max-semi-space-size=8", "--max-old-space-size=128", "dist/src/main.js"]
+CMD ["node", "--max-semi-space-size=4", "--max-old-space-size=128", "dist/src/main.js"]
