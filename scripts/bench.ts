@@ -40,6 +40,10 @@ autocannon on a database of the bench's own.
 
   --compare          run each load scenario against the API, then the floor,
                      and print api/floor ratios; without it, the API only
+  --uncached-floor   with --compare, also a floor without the auth cache and
+                     the answer cache (side floor_pg): every request reads
+                     Postgres, as the yardstick of issue 12 did; the ratios
+                     against it are printed too (name_vs_uncached)
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)
                        create   a new Idempotency-Key per request: two transactions and a provider call
@@ -65,7 +69,8 @@ autocannon on a database of the bench's own.
   --cpu-prof DIR     run the API under node --cpu-prof, writing its profile to DIR on exit
   --json             one JSON object instead of the table
 
-What a run costs: about 10 s of start-up, then per side (x2 with --compare)
+What a run costs: about 10 s of start-up, then per side (x2 with --compare,
+x3 with --uncached-floor)
 --warmup + --seconds for each of create, replay, get, list; storm about 2 s;
 prune a few seconds per 100,000 keys; backlog 2 x --seconds plus however long
 the drain outlasts them (the sweep hands out 500 payments per 10 s, so about
@@ -79,6 +84,7 @@ provider charges differ; the latency goals (storm within 2 s, creates at most
 
 interface Options {
   compare: boolean;
+  uncachedFloor: boolean;
   scenarios: Scenario[];
   seconds: number;
   warmup: number;
@@ -102,6 +108,7 @@ function parseOptions(): Options | undefined {
   const { values } = parseArgs({
     options: {
       compare: { type: 'boolean', default: false },
+      'uncached-floor': { type: 'boolean', default: false },
       scenarios: { type: 'string', default: SCENARIOS.join(',') },
       seconds: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '3' },
@@ -117,6 +124,7 @@ function parseOptions(): Options | undefined {
     },
   });
   if (values.help) return undefined;
+  if (values['uncached-floor'] && !values.compare) throw new Error('--uncached-floor needs --compare');
   const scenarios = values.scenarios.split(',').map((name) => name.trim());
   const unknown = scenarios.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
@@ -126,6 +134,7 @@ function parseOptions(): Options | undefined {
   }
   return {
     compare: values.compare,
+    uncachedFloor: values['uncached-floor'],
     scenarios: scenarios as Scenario[],
     seconds: integerIn('seconds', values.seconds, 1, 300),
     warmup: integerIn('warmup', values.warmup, 0, 60),
@@ -143,6 +152,8 @@ function parseOptions(): Options | undefined {
 interface LoadResult {
   api: Figures;
   floor?: Figures;
+  /** The floor without the auth and answer caches (--uncached-floor). */
+  floor_pg?: Figures;
 }
 
 interface Report {
@@ -193,16 +204,23 @@ async function main(): Promise<void> {
     });
     children.push(api);
     let floor: HttpProcess | undefined;
+    let uncachedFloor: HttpProcess | undefined;
     if (options.compare) {
       floor = await startHttpProcess('floor', 'scripts/bench/floor.js', '/health/live', serviceEnv);
       children.push(floor);
+    }
+    if (options.uncachedFloor) {
+      const uncached = { ...serviceEnv, AUTH_CACHE_TTL_MS: '0', REPLAY_CACHE_ENTRIES: '0' };
+      uncachedFloor = await startHttpProcess('uncached floor', 'scripts/bench/floor.js', '/health/live', uncached);
+      children.push(uncachedFloor);
     }
 
     const headers = { authorization: `Bearer ${client.api_key}`, 'content-type': 'application/json' };
     const body = JSON.stringify({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok' });
     const create: autocannon.Request = { method: 'POST', path: '/v1/payments', headers, body, setupRequest: withNewKey };
-    const sides: [name: 'api' | 'floor', target: Target][] = [['api', api]];
+    const sides: [name: keyof LoadResult, target: Target][] = [['api', api]];
     if (floor) sides.push(['floor', floor]);
+    if (uncachedFloor) sides.push(['floor_pg', uncachedFloor]);
     const loadOptions = { connections: options.connections, seconds: options.seconds };
 
     for (const [, target] of sides) {
@@ -231,9 +249,9 @@ async function main(): Promise<void> {
       ok: agreement?.ok ?? true,
     };
     for (const name of LOADS.filter((scenario) => options.scenarios.includes(scenario))) {
-      const result: LoadResult = { api: await load(api, requests[name], loadOptions) };
-      if (floor) result.floor = await load(floor, requests[name], loadOptions);
-      report.loads[name] = result;
+      const result: Partial<LoadResult> = {};
+      for (const [side, target] of sides) result[side] = await load(target, requests[name], loadOptions);
+      report.loads[name] = result as LoadResult;
     }
     if (floor) report.ratios = ratios(report.loads);
 
@@ -303,6 +321,7 @@ function ratios(loads: Report['loads']): Record<string, number> {
       out.create_p99 = round(result.api.p99_ms / result.floor.p99_ms);
       out.create_cpu_per_request = round(result.api.cpu_ms_per_request / result.floor.cpu_ms_per_request);
     }
+    if (result.floor_pg) out[`${name}_rps_vs_uncached`] = round(result.api.rps / result.floor_pg.rps);
   }
   return out;
 }
@@ -365,14 +384,14 @@ function table(report: Report): string {
     `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
       `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
       `${report.machine.load_average_at_end[0]} at end`,
-    'scenario side      requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req',
+    'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req',
   ];
   for (const [name, result] of Object.entries(report.loads)) {
     for (const [side, f] of Object.entries(result) as [string, Figures][]) {
       lines.push(
         [
           name.padEnd(8),
-          side.padEnd(6),
+          side.padEnd(8),
           String(f.requests).padStart(11),
           f.rps.toFixed(0).padStart(8),
           String(f.p50_ms).padStart(7),
@@ -389,6 +408,9 @@ function table(report: Report): string {
   if (report.ratios) {
     const parts = Object.entries(report.ratios).map(([name, value]) => `${name.replaceAll('_', ' ')} ${value}x`);
     lines.push(`api / floor: ${parts.join(', ')}`);
+    if (Object.values(report.loads).some((result) => result.floor_pg)) {
+      lines.push('floor_pg: the floor without the auth and answer caches, reading Postgres for every request (vs uncached)');
+    }
   }
   if (report.agreement) {
     const failed = report.agreement.checks.filter((check) => !check.ok);
