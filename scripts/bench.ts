@@ -42,7 +42,7 @@ autocannon on a database of the bench's own.
                      and print api/floor ratios; without it, the API only
   --uncached-floor   with --compare, also a floor without the auth cache and
                      the answer cache (side floor_pg): every request reads
-                     Postgres, as the yardstick of issue 12 did; the ratios
+                     Postgres, as the first yardstick's floor did; the ratios
                      against it are printed too (name_vs_uncached)
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)

@@ -5,7 +5,7 @@ import { type CpuProfile, type Row, summarize } from './lib/cpu-profile';
 const USAGE = `Usage: npm run profile -- FILE.cpuprofile [--top N] [--json]
 
 Sums a CPU profile (node --cpu-prof, or npm run bench -- --cpu-prof DIR) into
-the three views issue 12's figures were read from:
+three views (see the README's Performance section):
 
   self by package    bottom-up: where the samples landed, by dependency (or
                      app:<file> for ours); Node's own and native frames are
