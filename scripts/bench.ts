@@ -11,6 +11,7 @@ import { loadConfigOrExit } from '../src/config/app-config';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { type Agreement, checkAgreement } from './bench/agreement';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
+import { DatabaseCpu } from './bench/database-cpu';
 import {
   type Figures,
   type SoakFigures,
@@ -221,7 +222,11 @@ async function main(): Promise<void> {
     const sides: [name: keyof LoadResult, target: Target][] = [['api', api]];
     if (floor) sides.push(['floor', floor]);
     if (uncachedFloor) sides.push(['floor_pg', uncachedFloor]);
-    const loadOptions = { connections: options.connections, seconds: options.seconds };
+    const loadOptions = {
+      connections: options.connections,
+      seconds: options.seconds,
+      databaseCpu: new DatabaseCpu(dataSource, options.database),
+    };
 
     for (const [, target] of sides) {
       if (options.warmup > 0) await load(target, create, { ...loadOptions, seconds: options.warmup });
@@ -384,7 +389,7 @@ function table(report: Report): string {
     `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
       `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
       `${report.machine.load_average_at_end[0]} at end`,
-    'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req',
+    'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req  pg ms/req',
   ];
   for (const [name, result] of Object.entries(report.loads)) {
     for (const [side, f] of Object.entries(result) as [string, Figures][]) {
@@ -401,6 +406,7 @@ function table(report: Report): string {
           String(f.errors).padStart(7),
           String(f.non_2xx).padStart(8),
           f.cpu_ms_per_request.toFixed(2).padStart(11),
+          (f.postgres_cpu_ms_per_request?.toFixed(2) ?? '-').padStart(10),
         ].join(' '),
       );
     }

@@ -24,6 +24,7 @@ interface Side {
   errors: number;
   non_2xx: number;
   cpu_ms_per_request: number;
+  postgres_cpu_ms_per_request: number | null;
 }
 
 /**
@@ -62,6 +63,9 @@ describe('npm run bench -- --compare (tiny)', () => {
         expect(side.cpu_ms_per_request).toBeGreaterThan(0);
       }
     }
+    // The suite's Postgres runs on this machine, and a create is two transactions.
+    expect(report.loads.create.api.postgres_cpu_ms_per_request).toBeGreaterThan(0);
+    expect(report.loads.create.floor.postgres_cpu_ms_per_request).toBeGreaterThan(0);
     expect(Object.keys(report.ratios)).toEqual(
       expect.arrayContaining(['create_rps', 'create_p99', 'replay_rps', 'get_rps', 'list_rps']),
     );
