@@ -135,7 +135,7 @@ async function readPayments(
                k.payment_id IS NOT NULL AS has_key,
                extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
           FROM payments p
-          LEFT JOIN idempotency_keys k ON k.payment_id = p.id`)) as PaymentRow[];
+          LEFT JOIN idempotency_keys k ON k.client_id = p.client_id AND k.payment_id = p.id`)) as PaymentRow[];
       const processed = (await db.query(`SELECT message_id FROM processed_messages WHERE consumer = 'provider-events'`)) as {
         message_id: string;
       }[];

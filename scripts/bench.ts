@@ -359,7 +359,7 @@ async function measurePrune(
   const started = performance.now();
   let pruned = 0;
   for (let deleted = batchSize; deleted === batchSize; pruned += deleted) {
-    deleted = await keys.pruneExpired(dataSource.manager, batchSize);
+    deleted = await keys.pruneExpired(dataSource.manager, clientId, batchSize);
   }
   const seconds = (performance.now() - started) / 1000;
   return { keys: pruned, seconds: round(seconds), keys_per_s: Math.round(pruned / seconds) };
