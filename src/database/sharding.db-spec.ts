@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
+import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by-client';
 import { databaseUrlNamed, openScratchDatabase } from '../../scripts/lib/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 import { ClientsRepository } from '../clients/clients.repository';
@@ -11,8 +12,6 @@ import { newPendingPayment } from '../payments/payment';
 import { PaymentsRepository } from '../payments/payments.repository';
 import type { Payment } from '../payments/payments.table';
 import { ProcessedMessagesRepository } from '../provider-events/processed-messages.repository';
-import { apiClientsTable } from '../clients/clients.table';
-import { TABLES } from './tables';
 
 /**
  * The schema shards by client: every statement on the hot paths that works
@@ -26,8 +25,6 @@ import { TABLES } from './tables';
  */
 
 const PARTITIONS = 4;
-/** Every table but the directory of clients, which is read by API key before any client is known. */
-const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable).map((table) => table.name);
 
 /** Statements that work on one client's rows: each must stay in that client's partition. */
 const SINGLE_CLIENT = [
@@ -81,56 +78,6 @@ function recording(manager: EntityManager, label: Label, into: Map<Label, Record
         return target.query(text, params);
       };
     },
-  });
-}
-
-/**
- * Rebuilds every client-keyed table of the migrated (and empty) schema as a
- * table hash-partitioned by client_id, with the same columns, checks,
- * defaults, keys, indexes, foreign keys and triggers, each under its own name.
- */
-async function partitionByClient(dataSource: DataSource): Promise<void> {
-  const tables = CLIENT_TABLES;
-  const constraintsOf = (types: string) =>
-    dataSource.query(
-      `SELECT conrelid::regclass::text AS "table", conname AS name, pg_get_constraintdef(oid) AS definition
-         FROM pg_constraint WHERE conrelid::regclass::text = ANY($1) AND contype = ANY($2)
-        ORDER BY contype DESC`,
-      [tables, types.split('')],
-    ) as Promise<{ table: string; name: string; definition: string }[]>;
-  const keys = await constraintsOf('pu');
-  const foreignKeys = await constraintsOf('f');
-  const indexes = (await dataSource.query(
-    `SELECT indexdef FROM pg_indexes
-      WHERE schemaname = 'public' AND tablename = ANY($1)
-        AND indexname NOT IN (SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u'))`,
-    [tables],
-  )) as { indexdef: string }[];
-  const triggers = (await dataSource.query(
-    `SELECT pg_get_triggerdef(oid) AS definition FROM pg_trigger WHERE NOT tgisinternal AND tgrelid::regclass::text = ANY($1)`,
-    [tables],
-  )) as { definition: string }[];
-
-  await dataSource.transaction(async (db) => {
-    for (const table of tables) {
-      await db.query(
-        `CREATE TABLE ${table}_by_client (LIKE ${table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY HASH (client_id)`,
-      );
-    }
-    await db.query(`DROP TABLE ${tables.join(', ')} CASCADE`);
-    for (const table of tables) {
-      await db.query(`ALTER TABLE ${table}_by_client RENAME TO ${table}`);
-      for (let remainder = 0; remainder < PARTITIONS; remainder++) {
-        await db.query(
-          `CREATE TABLE ${table}_p${remainder} PARTITION OF ${table} FOR VALUES WITH (MODULUS ${PARTITIONS}, REMAINDER ${remainder})`,
-        );
-      }
-    }
-    for (const { table, name, definition } of [...keys, ...foreignKeys]) {
-      await db.query(`ALTER TABLE ${table} ADD CONSTRAINT ${name} ${definition}`);
-    }
-    for (const { indexdef } of indexes) await db.query(indexdef);
-    for (const { definition } of triggers) await db.query(definition);
   });
 }
 
@@ -237,7 +184,7 @@ describe('the schema, hash-partitioned by client_id', () => {
 
   beforeAll(async () => {
     dataSource = await openScratchDatabase(databaseUrl);
-    await partitionByClient(dataSource);
+    await partitionByClient(dataSource, PARTITIONS);
     // Clients enough that every partition holds some, and the one under test has neighbours.
     const clients = await Promise.all(
       Array.from({ length: 8 }, (_, i) => createClient(dataSource, `client ${i}`, { webhookUrl: 'http://127.0.0.1:9/hooks' })),
@@ -261,7 +208,7 @@ describe('the schema, hash-partitioned by client_id', () => {
     } finally {
       await admin.end();
     }
-  });
+  }, 30_000);
 
   it('is partitioned: every client-keyed table in four partitions, the keys and the trigger kept', async () => {
     const partitioned = (await dataSource.query(
