@@ -15,6 +15,12 @@ export const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable)
  */
 export async function partitionByClient(dataSource: DataSource, partitions: number): Promise<void> {
   const tables = CLIENT_TABLES;
+  const [{ partitioned }] = (await dataSource.query(
+    `SELECT count(*)::int AS partitioned FROM pg_partitioned_table WHERE partrelid::regclass::text = ANY($1)`,
+    [tables],
+  )) as { partitioned: number }[];
+  // Rebuilt once: a database partitioned before keeps its partitions.
+  if (partitioned > 0) return;
   const constraintsOf = (types: string) =>
     dataSource.query(
       `SELECT conrelid::regclass::text AS "table", conname AS name, pg_get_constraintdef(oid) AS definition
