@@ -71,7 +71,7 @@ async function readLedger(config: AppConfig) {
   // then had its record committed before the acknowledgement, so it is read here.
   const acknowledgedEvents = (await fetchFromProvider<ListedChargeEvent[]>(config.provider.url, '/events'))
     .filter((event) => event.delivered)
-    .map((event) => event.id);
+    .map((event) => ({ id: event.id, providerKey: event.data.provider_key }));
   const queuedReconciliations = await readQueuedReconciliations(config);
   const { now, payments, processedEvents } = await readPayments(config);
   const charges = await fetchCharges(config.provider.url);
