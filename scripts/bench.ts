@@ -24,6 +24,7 @@ import {
   withNewKey,
 } from './bench/measure';
 import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from './lib/processes';
+import { partitionByClient } from './lib/partition-by-client';
 import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
 import { dropWorkerQueues } from './lib/worker-queues';
 
@@ -67,6 +68,10 @@ autocannon on a database of the bench's own.
   --database NAME    its database, on the server of DATABASE_URL; the name must
                      contain "bench"; created if missing, emptied first (default
                      payments_bench). Its BullMQ prefix is the same name, also emptied.
+  --partitions N     rebuild the database with every client-keyed table hash-partitioned
+                     by client_id in N partitions, 2 to 64, to measure what that costs
+                     (docs/scaling.md); once: a database partitioned before keeps its
+                     partitions, so give such a database a name of its own
   --cpu-prof DIR     run the API under node --cpu-prof, writing its profile to DIR on exit
   --json             one JSON object instead of the table
 
@@ -95,6 +100,7 @@ interface Options {
   pruneKeys: number;
   soakSeconds: number;
   database: string;
+  partitions?: number;
   cpuProf?: string;
   json: boolean;
 }
@@ -119,6 +125,7 @@ function parseOptions(): Options | undefined {
       'prune-keys': { type: 'string', default: '100000' },
       'soak-seconds': { type: 'string', default: '0' },
       database: { type: 'string', default: 'payments_bench' },
+      partitions: { type: 'string' },
       'cpu-prof': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -145,6 +152,7 @@ function parseOptions(): Options | undefined {
     pruneKeys: integerIn('prune-keys', values['prune-keys'], 1_000, 10_000_000),
     soakSeconds: integerIn('soak-seconds', values['soak-seconds'], 0, 86_400),
     database: values.database,
+    partitions: values.partitions === undefined ? undefined : integerIn('partitions', values.partitions, 2, 64),
     cpuProf: values['cpu-prof'],
     json: values.json,
   };
@@ -189,6 +197,7 @@ async function main(): Promise<void> {
   const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
   const queuePrefix = options.database;
   const dataSource = await openScratchDatabase(databaseUrl);
+  if (options.partitions !== undefined) await partitionByClient(dataSource, options.partitions);
   await dropWorkerQueues(base.redisUrl, queuePrefix);
   const children: ManagedProcess[] = [];
   try {
@@ -378,7 +387,7 @@ async function measurePrune(
   const started = performance.now();
   let pruned = 0;
   for (let deleted = batchSize; deleted === batchSize; pruned += deleted) {
-    deleted = await keys.pruneExpired(dataSource.manager, batchSize);
+    deleted = await keys.pruneExpired(dataSource.manager, clientId, batchSize);
   }
   const seconds = (performance.now() - started) / 1000;
   return { keys: pruned, seconds: round(seconds), keys_per_s: Math.round(pruned / seconds) };

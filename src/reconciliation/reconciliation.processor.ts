@@ -31,8 +31,10 @@ export class ReconciliationProcessor extends WorkerHost {
     switch (job.name) {
       case JobName.Sweep:
         return this.reconciliation.sweep();
-      case JobName.Reconcile:
-        return this.reconciliation.reconcile((job.data as ReconcileJobData).paymentId);
+      case JobName.Reconcile: {
+        const { clientId, paymentId } = job.data as ReconcileJobData;
+        return this.reconciliation.reconcile({ clientId, id: paymentId });
+      }
       case JobName.PruneKeys:
         return this.reconciliation.pruneExpiredKeys();
       default:
