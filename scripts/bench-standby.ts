@@ -36,6 +36,9 @@ interface ModeFigures extends Pick<Figures, 'rps' | 'p50_ms' | 'p99_ms' | 'error
 async function main(): Promise<void> {
   const loadAtStart = loadavg().map((value) => round(value));
   const postgres = await startReplicatedPostgres();
+  // pg_ctl starts the servers detached: on Ctrl-C they would outlive this process.
+  process.once('exit', () => postgres.destroyNow());
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
   try {
     await postgres.primary.query('CREATE TABLE commit_probe (n int)');
     const on = await measure(postgres.primary, 'on');

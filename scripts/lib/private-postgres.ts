@@ -9,6 +9,7 @@ import { freePort } from './private-redis';
 const run = promisify(execFile);
 const PG_ROOT = '/usr/lib/postgresql';
 const CTL_TIMEOUT_S = 30;
+const POLL_MS = 20;
 
 /**
  * A Postgres cluster of our own (initdb in a temporary folder, a free loopback
@@ -156,9 +157,18 @@ async function serve({ dir, data, pg }: ClusterFolder, settings: string[]): Prom
       const pidFile = join(data, 'postmaster.pid');
       try {
         // Its first line is the postmaster's pid; the file outlives a postmaster that was SIGKILLed.
-        process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 'SIGQUIT');
+        const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+        process.kill(pid, 'SIGQUIT');
+        // A postmaster still shutting down writes into the folder as it is
+        // deleted, which leaves the folder behind: wait (synchronously, with
+        // Atomics.wait as the sleep) until signal 0 finds no such process.
+        const deadline = Date.now() + CTL_TIMEOUT_S * 1_000;
+        while (Date.now() < deadline) {
+          process.kill(pid, 0);
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, POLL_MS);
+        }
       } catch {
-        // No file, or no such process: nothing runs.
+        // No file, or no such process (any more): nothing runs.
       }
       rmSync(dir, { recursive: true, force: true });
     },
