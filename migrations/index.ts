@@ -3,6 +3,7 @@ import { KeyRetentionFromAnswer1796000000000 } from './1796000000000-KeyRetentio
 import { ReviewIsAState1796100000000 } from './1796100000000-ReviewIsAState';
 import { ProviderEvents1796200000000 } from './1796200000000-ProviderEvents';
 import { MerchantEvents1796300000000 } from './1796300000000-MerchantEvents';
+import { ShardByClient1796400000000 } from './1796400000000-ShardByClient';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -11,4 +12,5 @@ export const migrations = [
   ReviewIsAState1796100000000,
   ProviderEvents1796200000000,
   MerchantEvents1796300000000,
+  ShardByClient1796400000000,
 ];

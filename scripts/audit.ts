@@ -71,7 +71,7 @@ async function readLedger(config: AppConfig) {
   // then had its record committed before the acknowledgement, so it is read here.
   const acknowledgedEvents = (await fetchFromProvider<ListedChargeEvent[]>(config.provider.url, '/events'))
     .filter((event) => event.delivered)
-    .map((event) => event.id);
+    .map((event) => ({ id: event.id, providerKey: event.data.provider_key }));
   const queuedReconciliations = await readQueuedReconciliations(config);
   const { now, payments, processedEvents } = await readPayments(config);
   const charges = await fetchCharges(config.provider.url);
@@ -135,7 +135,7 @@ async function readPayments(
                k.payment_id IS NOT NULL AS has_key,
                extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
           FROM payments p
-          LEFT JOIN idempotency_keys k ON k.payment_id = p.id`)) as PaymentRow[];
+          LEFT JOIN idempotency_keys k ON k.client_id = p.client_id AND k.payment_id = p.id`)) as PaymentRow[];
       const processed = (await db.query(`SELECT message_id FROM processed_messages WHERE consumer = 'provider-events'`)) as {
         message_id: string;
       }[];

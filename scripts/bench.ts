@@ -11,6 +11,7 @@ import { loadConfigOrExit } from '../src/config/app-config';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { type Agreement, checkAgreement } from './bench/agreement';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
+import { DatabaseCpu } from './bench/database-cpu';
 import {
   type Figures,
   type SoakFigures,
@@ -23,6 +24,7 @@ import {
   withNewKey,
 } from './bench/measure';
 import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from './lib/processes';
+import { partitionByClient } from './lib/partition-by-client';
 import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
 import { dropWorkerQueues } from './lib/worker-queues';
 
@@ -40,6 +42,10 @@ autocannon on a database of the bench's own.
 
   --compare          run each load scenario against the API, then the floor,
                      and print api/floor ratios; without it, the API only
+  --uncached-floor   with --compare, also a floor without the auth cache and
+                     the answer cache (side floor_pg): every request reads
+                     Postgres, as the first yardstick's floor did; the ratios
+                     against it are printed too (name_vs_uncached)
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)
                        create   a new Idempotency-Key per request: two transactions and a provider call
@@ -62,10 +68,15 @@ autocannon on a database of the bench's own.
   --database NAME    its database, on the server of DATABASE_URL; the name must
                      contain "bench"; created if missing, emptied first (default
                      payments_bench). Its BullMQ prefix is the same name, also emptied.
+  --partitions N     rebuild the database with every client-keyed table hash-partitioned
+                     by client_id in N partitions, 2 to 64, to measure what that costs
+                     (docs/scaling.md); once: a database partitioned before keeps its
+                     partitions, so give such a database a name of its own
   --cpu-prof DIR     run the API under node --cpu-prof, writing its profile to DIR on exit
   --json             one JSON object instead of the table
 
-What a run costs: about 10 s of start-up, then per side (x2 with --compare)
+What a run costs: about 10 s of start-up, then per side (x2 with --compare,
+x3 with --uncached-floor)
 --warmup + --seconds for each of create, replay, get, list; storm about 2 s;
 prune a few seconds per 100,000 keys; backlog 2 x --seconds plus however long
 the drain outlasts them (the goal is 60 s for 10,000); soak --soak-seconds. The defaults with
@@ -78,6 +89,7 @@ provider charges differ; the latency goals (storm within 2 s, creates at most
 
 interface Options {
   compare: boolean;
+  uncachedFloor: boolean;
   scenarios: Scenario[];
   seconds: number;
   warmup: number;
@@ -87,6 +99,7 @@ interface Options {
   pruneKeys: number;
   soakSeconds: number;
   database: string;
+  partitions?: number;
   cpuProf?: string;
   json: boolean;
 }
@@ -101,6 +114,7 @@ function parseOptions(): Options | undefined {
   const { values } = parseArgs({
     options: {
       compare: { type: 'boolean', default: false },
+      'uncached-floor': { type: 'boolean', default: false },
       scenarios: { type: 'string', default: SCENARIOS.join(',') },
       seconds: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '3' },
@@ -110,12 +124,14 @@ function parseOptions(): Options | undefined {
       'prune-keys': { type: 'string', default: '100000' },
       'soak-seconds': { type: 'string', default: '0' },
       database: { type: 'string', default: 'payments_bench' },
+      partitions: { type: 'string' },
       'cpu-prof': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) return undefined;
+  if (values['uncached-floor'] && !values.compare) throw new Error('--uncached-floor needs --compare');
   const scenarios = values.scenarios.split(',').map((name) => name.trim());
   const unknown = scenarios.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
@@ -125,6 +141,7 @@ function parseOptions(): Options | undefined {
   }
   return {
     compare: values.compare,
+    uncachedFloor: values['uncached-floor'],
     scenarios: scenarios as Scenario[],
     seconds: integerIn('seconds', values.seconds, 1, 300),
     warmup: integerIn('warmup', values.warmup, 0, 60),
@@ -134,6 +151,7 @@ function parseOptions(): Options | undefined {
     pruneKeys: integerIn('prune-keys', values['prune-keys'], 1_000, 10_000_000),
     soakSeconds: integerIn('soak-seconds', values['soak-seconds'], 0, 86_400),
     database: values.database,
+    partitions: values.partitions === undefined ? undefined : integerIn('partitions', values.partitions, 2, 64),
     cpuProf: values['cpu-prof'],
     json: values.json,
   };
@@ -142,6 +160,8 @@ function parseOptions(): Options | undefined {
 interface LoadResult {
   api: Figures;
   floor?: Figures;
+  /** The floor without the auth and answer caches (--uncached-floor). */
+  floor_pg?: Figures;
 }
 
 interface Report {
@@ -176,6 +196,7 @@ async function main(): Promise<void> {
   const databaseUrl = databaseUrlNamed(base.databaseUrl, options.database);
   const queuePrefix = options.database;
   const dataSource = await openScratchDatabase(databaseUrl);
+  if (options.partitions !== undefined) await partitionByClient(dataSource, options.partitions);
   await dropWorkerQueues(base.redisUrl, queuePrefix);
   const children: ManagedProcess[] = [];
   try {
@@ -192,17 +213,28 @@ async function main(): Promise<void> {
     });
     children.push(api);
     let floor: HttpProcess | undefined;
+    let uncachedFloor: HttpProcess | undefined;
     if (options.compare) {
       floor = await startHttpProcess('floor', 'scripts/bench/floor.js', '/health/live', serviceEnv);
       children.push(floor);
+    }
+    if (options.uncachedFloor) {
+      const uncached = { ...serviceEnv, AUTH_CACHE_TTL_MS: '0', REPLAY_CACHE_ENTRIES: '0' };
+      uncachedFloor = await startHttpProcess('uncached floor', 'scripts/bench/floor.js', '/health/live', uncached);
+      children.push(uncachedFloor);
     }
 
     const headers = { authorization: `Bearer ${client.api_key}`, 'content-type': 'application/json' };
     const body = JSON.stringify({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok' });
     const create: autocannon.Request = { method: 'POST', path: '/v1/payments', headers, body, setupRequest: withNewKey };
-    const sides: [name: 'api' | 'floor', target: Target][] = [['api', api]];
+    const sides: [name: keyof LoadResult, target: Target][] = [['api', api]];
     if (floor) sides.push(['floor', floor]);
-    const loadOptions = { connections: options.connections, seconds: options.seconds };
+    if (uncachedFloor) sides.push(['floor_pg', uncachedFloor]);
+    const loadOptions = {
+      connections: options.connections,
+      seconds: options.seconds,
+      databaseCpu: new DatabaseCpu(dataSource, options.database),
+    };
 
     for (const [, target] of sides) {
       if (options.warmup > 0) await load(target, create, { ...loadOptions, seconds: options.warmup });
@@ -230,9 +262,9 @@ async function main(): Promise<void> {
       ok: agreement?.ok ?? true,
     };
     for (const name of LOADS.filter((scenario) => options.scenarios.includes(scenario))) {
-      const result: LoadResult = { api: await load(api, requests[name], loadOptions) };
-      if (floor) result.floor = await load(floor, requests[name], loadOptions);
-      report.loads[name] = result;
+      const result: Partial<LoadResult> = {};
+      for (const [side, target] of sides) result[side] = await load(target, requests[name], loadOptions);
+      report.loads[name] = result as LoadResult;
     }
     if (floor) report.ratios = ratios(report.loads);
 
@@ -302,6 +334,7 @@ function ratios(loads: Report['loads']): Record<string, number> {
       out.create_p99 = round(result.api.p99_ms / result.floor.p99_ms);
       out.create_cpu_per_request = round(result.api.cpu_ms_per_request / result.floor.cpu_ms_per_request);
     }
+    if (result.floor_pg) out[`${name}_rps_vs_uncached`] = round(result.api.rps / result.floor_pg.rps);
   }
   return out;
 }
@@ -353,7 +386,7 @@ async function measurePrune(
   const started = performance.now();
   let pruned = 0;
   for (let deleted = batchSize; deleted === batchSize; pruned += deleted) {
-    deleted = await keys.pruneExpired(dataSource.manager, batchSize);
+    deleted = await keys.pruneExpired(dataSource.manager, clientId, batchSize);
   }
   const seconds = (performance.now() - started) / 1000;
   return { keys: pruned, seconds: round(seconds), keys_per_s: Math.round(pruned / seconds) };
@@ -364,14 +397,14 @@ function table(report: Report): string {
     `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
       `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
       `${report.machine.load_average_at_end[0]} at end`,
-    'scenario side      requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req',
+    'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req  pg ms/req',
   ];
   for (const [name, result] of Object.entries(report.loads)) {
     for (const [side, f] of Object.entries(result) as [string, Figures][]) {
       lines.push(
         [
           name.padEnd(8),
-          side.padEnd(6),
+          side.padEnd(8),
           String(f.requests).padStart(11),
           f.rps.toFixed(0).padStart(8),
           String(f.p50_ms).padStart(7),
@@ -381,6 +414,7 @@ function table(report: Report): string {
           String(f.errors).padStart(7),
           String(f.non_2xx).padStart(8),
           f.cpu_ms_per_request.toFixed(2).padStart(11),
+          (f.postgres_cpu_ms_per_request?.toFixed(2) ?? '-').padStart(10),
         ].join(' '),
       );
     }
@@ -388,6 +422,9 @@ function table(report: Report): string {
   if (report.ratios) {
     const parts = Object.entries(report.ratios).map(([name, value]) => `${name.replaceAll('_', ' ')} ${value}x`);
     lines.push(`api / floor: ${parts.join(', ')}`);
+    if (Object.values(report.loads).some((result) => result.floor_pg)) {
+      lines.push('floor_pg: the floor without the auth and answer caches, reading Postgres for every request (vs uncached)');
+    }
   }
   if (report.agreement) {
     const failed = report.agreement.checks.filter((check) => !check.ok);

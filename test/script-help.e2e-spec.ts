@@ -18,6 +18,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['chaos', 'scripts/chaos.js'],
   ['fuzz', 'scripts/fuzz.js'],
   ['bench', 'scripts/bench.js'],
+  ['profile', 'scripts/profile.js'],
   ['settle-latency', 'scripts/settle-latency.js'],
   ['sim', 'scripts/sim.js'],
   ['openapi', 'scripts/openapi.js'],

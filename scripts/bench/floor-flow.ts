@@ -163,12 +163,12 @@ export class FloorPayments {
     const askedAt = performance.now();
     const reply = await transaction(this.pool, async (db): Promise<HttpReply | undefined> => {
       if (!(await this.keys.lockIfLeaseHeld(db, lease))) return undefined;
-      const decided = await this.payments.transition(db, payment.id, outcome);
+      const decided = await this.payments.transition(db, payment, outcome);
       if (!decided) throw new Error(`payment ${payment.id} is already final under a live lease`);
       await this.events.recordPaymentChange(db, decided);
       if (decided.status === 'requires_review') {
         const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
-        await this.payments.scheduleReconciliation(db, payment.id, { delayMs, countAttempt: false });
+        await this.payments.scheduleReconciliation(db, payment, { delayMs, countAttempt: false });
         await this.keys.release(db, lease);
         return accepted(decided, IN_REVIEW_RETRY_AFTER_SECONDS);
       }

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import autocannon from 'autocannon';
+import type { BackendCpu, DatabaseCpu } from './database-cpu';
 
 /** What one load gives: throughput, latency, failures, and the server's CPU per request. */
 export interface Figures {
@@ -16,6 +17,8 @@ export interface Figures {
   non_2xx: number;
   /** User and system CPU of the server's process over the load, divided by the requests answered. */
   cpu_ms_per_request: number;
+  /** The same of the Postgres backends serving the bench's database; null when Postgres is not on this machine. */
+  postgres_cpu_ms_per_request: number | null;
 }
 
 export interface Target {
@@ -31,6 +34,13 @@ export function cpuMs(pid: number): number {
   // Fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 14th and 15th.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/** CPU spent between two samples: a backend new in `after` started in between, so all of its CPU counts. */
+export function cpuSpent(before: BackendCpu, after: BackendCpu): number {
+  let spent = 0;
+  for (const [pid, ms] of after) spent += ms - (before.get(pid) ?? 0);
+  return spent;
 }
 
 /** Resident memory of a process in MB (VmRSS). */
@@ -49,12 +59,13 @@ export function withNewKey(request: autocannon.Request): autocannon.Request {
   return { ...request, headers: { ...request.headers, 'idempotency-key': randomUUID() } };
 }
 
-/** autocannon against one server for `seconds`, with that server's CPU counted over the same span. */
+/** autocannon against one server for `seconds`, with its CPU and its database's counted over the same span. */
 export async function load(
   target: Target,
   request: autocannon.Request,
-  options: { connections: number; seconds: number },
+  options: { connections: number; seconds: number; databaseCpu?: DatabaseCpu },
 ): Promise<Figures> {
+  const databaseBefore = await options.databaseCpu?.sample();
   const cpuBefore = cpuMs(target.pid);
   const result = await autocannon({
     url: target.url,
@@ -63,6 +74,8 @@ export async function load(
     requests: [request],
   });
   const cpu = cpuMs(target.pid) - cpuBefore;
+  const databaseAfter = await options.databaseCpu?.sample();
+  const perRequest = (ms: number) => (result.requests.total === 0 ? 0 : round(ms / result.requests.total, 3));
   return {
     requests: result.requests.total,
     rps: round(result.requests.average),
@@ -72,7 +85,9 @@ export async function load(
     max_ms: result.latency.max,
     errors: result.errors,
     non_2xx: result.non2xx,
-    cpu_ms_per_request: result.requests.total === 0 ? 0 : round(cpu / result.requests.total, 3),
+    cpu_ms_per_request: perRequest(cpu),
+    postgres_cpu_ms_per_request:
+      databaseBefore && databaseAfter ? perRequest(cpuSpent(databaseBefore, databaseAfter)) : null,
   };
 }
 

@@ -257,7 +257,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
           record({ kind: 'write', message: `${table} of client ${client}: ${now[field]} rows where the answers account for ${wanted[field]}` }, undefined, batchIndex);
         }
       }
-      // A verified event is recorded once however it ends (applied, duplicate, stale, unknown charge); a refused one never.
+      // A verified event for a payment of ours is recorded once however it ends (applied, duplicate, stale); one for no payment, or a refused one, never.
       if (now.events - expected.events > accepted) {
         record({ kind: 'write', message: `processed_messages grew by ${now.events - expected.events} with ${accepted} events accepted` }, undefined, batchIndex);
       }

@@ -173,11 +173,19 @@ describe('auditLedger', () => {
     expect(report.violations.succeeded_without_charge.examples).toHaveLength(3);
   });
 
-  it('flags a provider event answered with a 2xx that the API has no record of', () => {
-    const report = sut([], [], { acknowledgedEvents: ['evt_1', 'evt_2'], processedEvents: new Set(['evt_1', 'evt_3']) });
+  it('flags a provider event of a payment answered with a 2xx that the API has no record of', () => {
+    const pending = payment('pay_1', { status: 'pending' });
+    const acknowledgedEvents = ['evt_1', 'evt_2'].map((id) => ({ id, providerKey: pending.providerKey }));
+    const report = sut([pending], [], { acknowledgedEvents, processedEvents: new Set(['evt_1', 'evt_3']) });
 
     expect(flagged(report)).toEqual({ acknowledged_event_unrecorded: 1 });
     expect(report.violations.acknowledged_event_unrecorded.examples).toEqual([{ event_id: 'evt_2' }]);
+  });
+
+  it('flags no event of a charge that belongs to no payment: it had nothing to apply, and is recorded nowhere', () => {
+    const report = sut([], [], { acknowledgedEvents: [{ id: 'evt_1', providerKey: 'pk_pay_ghost' }] });
+
+    expect(flagged(report)).toEqual({});
   });
 
   describe('a payment in review', () => {

@@ -40,8 +40,8 @@ export interface LedgerInput {
   chargesReadBeforePayments: ReadonlySet<string>;
   /** Payment ids with a reconcile job waiting, delayed or running in BullMQ. */
   queuedReconciliations: ReadonlySet<string>;
-  /** Ids of the provider events the provider saw answered with a 2xx, read before `processedEvents`. */
-  acknowledgedEvents: readonly string[];
+  /** The provider events the provider saw answered with a 2xx, read before `processedEvents`. */
+  acknowledgedEvents: readonly { id: string; providerKey: string }[];
   /** Ids of the provider events the API recorded as processed (applied, or acknowledged as stale or duplicate). */
   processedEvents: ReadonlySet<string>;
   staleAfterMs: number;
@@ -201,8 +201,11 @@ export function auditLedger(input: LedgerInput): AuditReport {
       }
     }
   }
-  for (const eventId of input.acknowledgedEvents) {
-    if (!input.processedEvents.has(eventId)) flag('acknowledged_event_unrecorded', { event_id: eventId });
+  // An event for a charge of no payment is acknowledged and recorded nowhere: it has nothing to apply.
+  for (const event of input.acknowledgedEvents) {
+    if (byProviderKey.has(event.providerKey) && !input.processedEvents.has(event.id)) {
+      flag('acknowledged_event_unrecorded', { event_id: event.id });
+    }
   }
   for (const [order, paymentIds] of chargedByOrder) {
     if (paymentIds.length > 1) flag('order_charged_twice', { order, payments: paymentIds.join(',') });

@@ -38,6 +38,16 @@ export interface PrivatePgBouncer {
   readonly pid: number | undefined;
   /** The rows of an admin console command, such as `SHOW POOLS`. */
   admin(command: string): Promise<Record<string, string | null>[]>;
+  /**
+   * Points every database at the server on `serverPort` (after a failover:
+   * the promoted standby). It rewrites [databases] and sends RELOAD, which
+   * PgBouncer 1.18 documents as: a server connection to the old destination
+   * is closed when next released (at the end of its transaction here), new
+   * ones go to the new destination. Resolves after WAIT_CLOSE, once no server
+   * connection to the old destination is left: from then on, no client of the
+   * bouncer can reach the old server, even if it comes back.
+   */
+  retarget(serverPort: number): Promise<void>;
   /** Shuts it down (SIGTERM: every connection closed at once) and deletes its folder. */
   stop(): Promise<void>;
   /** Synchronous, for an exit handler, where nothing can be awaited: SIGKILL and the folder deleted. */
@@ -56,44 +66,16 @@ export async function startPrivatePgBouncer(options: PgBouncerOptions = {}): Pro
   const asRoot = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), 'payments-pgbouncer-'));
   const port = await freePort();
-  const connectQuery = Object.entries(SESSION_TIMEOUTS)
-    .map(([name, value]) => `SET ${name} = ${value}`)
-    .join('; ');
+  const configFile = join(dir, 'pgbouncer.ini');
   writeFileSync(join(dir, 'userlist.txt'), '"postgres" ""\n');
-  writeFileSync(
-    join(dir, 'pgbouncer.ini'),
-    [
-      '[databases]',
-      `* = host=127.0.0.1 port=${options.serverPort ?? 5432} connect_query='${connectQuery}'`,
-      '[pgbouncer]',
-      'listen_addr = 127.0.0.1',
-      `listen_port = ${port}`,
-      'unix_socket_dir =',
-      'auth_type = trust',
-      `auth_file = ${join(dir, 'userlist.txt')}`,
-      'admin_users = postgres',
-      'pool_mode = transaction',
-      `default_pool_size = ${options.poolSize ?? 10}`,
-      'max_client_conn = 2000',
-      `ignore_startup_parameters = ${Object.keys(SESSION_TIMEOUTS).join(',')}`,
-      // A query waits this long for a server connection, then its client gets
-      // an error (08P01, answered 503) rather than queueing behind a stuck pool.
-      'query_wait_timeout = 10',
-      // After a failed connection to the server, try again after a second, not 15.
-      'server_login_retry = 1',
-      `logfile = ${join(dir, 'pgbouncer.log')}`,
-      'log_connections = 0',
-      'log_disconnections = 0',
-      '',
-    ].join('\n'),
-  );
+  writeFileSync(configFile, configuration(dir, port, options.serverPort ?? 5432, options.poolSize ?? 10));
   if (asRoot) {
     const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    for (const path of [dir, join(dir, 'userlist.txt'), join(dir, 'pgbouncer.ini')]) chownSync(path, uid, gid);
+    for (const path of [dir, join(dir, 'userlist.txt'), configFile]) chownSync(path, uid, gid);
   }
 
-  const child: ChildProcess = spawn(binary, [...(asRoot ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], {
+  const child: ChildProcess = spawn(binary, [...(asRoot ? ['-u', 'postgres'] : []), configFile], {
     stdio: 'ignore',
   });
   let running = true;
@@ -138,12 +120,48 @@ export async function startPrivatePgBouncer(options: PgBouncerOptions = {}): Pro
       return running ? child.pid : undefined;
     },
     admin,
+    retarget: async (serverPort) => {
+      writeFileSync(configFile, configuration(dir, port, serverPort, options.poolSize ?? 10));
+      await admin('RELOAD');
+      await admin('WAIT_CLOSE');
+    },
     stop,
     destroyNow: () => {
       if (running) child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The whole pgbouncer.ini, in front of the server on `serverPort`. */
+function configuration(dir: string, port: number, serverPort: number, poolSize: number): string {
+  const connectQuery = Object.entries(SESSION_TIMEOUTS)
+    .map(([name, value]) => `SET ${name} = ${value}`)
+    .join('; ');
+  return [
+    '[databases]',
+    `* = host=127.0.0.1 port=${serverPort} connect_query='${connectQuery}'`,
+    '[pgbouncer]',
+    'listen_addr = 127.0.0.1',
+    `listen_port = ${port}`,
+    'unix_socket_dir =',
+    'auth_type = trust',
+    `auth_file = ${join(dir, 'userlist.txt')}`,
+    'admin_users = postgres',
+    'pool_mode = transaction',
+    `default_pool_size = ${poolSize}`,
+    'max_client_conn = 2000',
+    `ignore_startup_parameters = ${Object.keys(SESSION_TIMEOUTS).join(',')}`,
+    // A query waits this long for a server connection, then its client gets
+    // an error (08P01, answered 503) rather than queueing behind a stuck pool.
+    'query_wait_timeout = 10',
+    // After a failed connection to the server, try again after a second, not 15.
+    'server_login_retry = 1',
+    `logfile = ${join(dir, 'pgbouncer.log')}`,
+    'log_connections = 0',
+    'log_disconnections = 0',
+    '',
+  ].join('\n');
 }
 
 function pgbouncerBinary(): string {

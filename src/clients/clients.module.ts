@@ -7,6 +7,7 @@ import { AuthFailureLimiter } from './auth-failure-limiter';
 import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
+import { SlidingWindowStorage } from './sliding-window-storage';
 
 @Module({
   imports: [
@@ -14,6 +15,7 @@ import { ClientsService } from './clients.service';
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({
         throttlers: [{ ttl: config.rateLimit.windowMs, limit: config.rateLimit.requests }],
+        storage: new SlidingWindowStorage(),
       }),
     }),
   ],

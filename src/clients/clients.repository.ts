@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { queryRow } from '../database/sql';
+import { queryRow, queryRows } from '../database/sql';
 import type { ApiClient } from './clients.table';
 
 @Injectable()
@@ -29,5 +29,11 @@ export class ClientsRepository {
       `SELECT id, name FROM api_clients WHERE api_key_hash = $1`,
       [apiKeyHash],
     );
+  }
+
+  /** Every client's id, in order: what work done client by client (the key prune) goes through. */
+  async ids(): Promise<string[]> {
+    const rows = await queryRows<{ id: string }>(this.dataSource.manager, `SELECT id FROM api_clients ORDER BY id`);
+    return rows.map((row) => row.id);
   }
 }

@@ -9,6 +9,10 @@ describe('fromInfrastructureError', () => {
     ['a dropped socket', new Error('Connection terminated unexpectedly')],
     ['PgBouncer unable to reach the server', { message: 'pgbouncer cannot connect to server', driverError: { code: '08P01' } }],
     [
+      'a write sent to a standby still in recovery',
+      { message: 'cannot execute INSERT in a read-only transaction', driverError: { code: '25006' } },
+    ],
+    [
       'a query on a connection terminated as the pool handed it out',
       Object.assign(new Error('Client has encountered a connection error and is not queryable'), {
         driverError: new Error('Client has encountered a connection error and is not queryable'),

@@ -156,6 +156,10 @@ const UNAVAILABLE_CODES = new Set([
   '08006', // connection_failure
   '08P01', // protocol_violation: what PgBouncer answers when it cannot reach the server, or a query waited too long for one
   '53300', // too_many_connections
+  // read_only_sql_transaction: a write reached a server in recovery (a standby
+  // a pooler was pointed at before its promotion ended) or one an operator set
+  // read-only; the same request succeeds on the primary.
+  '25006',
   '40001', // serialization_failure
   '40P01', // deadlock_detected
 ]);

@@ -17,7 +17,21 @@ export function createRedisClient(
   if (target.redisClusterNodes === undefined) return new Redis(target.redisUrl, options);
   // A failover moves the primary of the queues' slot; ioredis follows the
   // MOVED answers and the refreshed slot map to the promoted replica.
-  return new Cluster(target.redisClusterNodes, { ...cluster, redisOptions: options, slotsRefreshInterval: 1_000 });
+  //
+  // No ready check: ioredis 5.11 (and 6.0) checks CLUSTER INFO after each
+  // connect and, while a failover is under way (cluster_state:fail), tears the
+  // connection down to try again without ever settling the promise connect()
+  // returned. BullMQ reconnects a worker's blocking connection after a failed
+  // fetch and awaits that promise, so the worker stopped taking jobs for good
+  // (in about half the failovers of the Redis Cluster scale spec). Without the
+  // check, connect() settles once the slot map is read; a command sent while
+  // the cluster is still down fails with CLUSTERDOWN and is tried again.
+  return new Cluster(target.redisClusterNodes, {
+    ...cluster,
+    redisOptions: options,
+    slotsRefreshInterval: 1_000,
+    enableReadyCheck: false,
+  });
 }
 
 /**

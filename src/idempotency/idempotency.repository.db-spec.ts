@@ -123,9 +123,9 @@ describe('IdempotencyRepository on Postgres', () => {
       const expired = await given.claimed(clientId);
       await given.expireLease(expired.lease);
 
-      expect(await keys().takeOverLeaseForPayment(manager(), live.payment.id, randomUUID(), LEASE_MS)).toBeUndefined();
+      expect(await keys().takeOverLeaseForPayment(manager(), live.payment, randomUUID(), LEASE_MS)).toBeUndefined();
       const token = randomUUID();
-      expect(await keys().takeOverLeaseForPayment(manager(), expired.payment.id, token, LEASE_MS)).toEqual({
+      expect(await keys().takeOverLeaseForPayment(manager(), expired.payment, token, LEASE_MS)).toEqual({
         clientId,
         key: expired.lease.key,
         token,
@@ -166,21 +166,24 @@ describe('IdempotencyRepository on Postgres', () => {
   });
 
   describe('pruneExpired', () => {
-    it('deletes expired keys only, never an unfinished one however old, one batch at a time', async () => {
+    it("deletes one client's expired keys only, never an unfinished one however old, one batch at a time", async () => {
       const expiredFinal = await Promise.all([1, 2, 3].map(() => given.succeeded(clientId)));
       for (const { lease } of expiredFinal) await given.expireRetention(lease);
       const fresh = await given.succeeded(clientId);
       const unfinished = await given.claimed(clientId);
       await given.ageClaim(unfinished.lease);
-      expect(await keys().countExpired(manager(), 10)).toBe(3);
-      expect(await keys().countExpired(manager(), 2)).toBe(2);
+      const otherClient = await given.client();
+      const othersExpired = await given.succeeded(otherClient);
+      await given.expireRetention(othersExpired.lease);
+      expect(await keys().countExpired(manager(), clientId, 10)).toBe(3);
+      expect(await keys().countExpired(manager(), clientId, 2)).toBe(2);
 
-      expect(await keys().pruneExpired(manager(), 2)).toBe(2);
-      expect(await keys().pruneExpired(manager(), 2)).toBe(1);
-      expect(await keys().pruneExpired(manager(), 2)).toBe(0);
+      expect(await keys().pruneExpired(manager(), clientId, 2)).toBe(2);
+      expect(await keys().pruneExpired(manager(), clientId, 2)).toBe(1);
+      expect(await keys().pruneExpired(manager(), clientId, 2)).toBe(0);
 
       const left: { key: string }[] = await db.dataSource.query(`SELECT key FROM idempotency_keys ORDER BY key`);
-      expect(left.map((row) => row.key).sort()).toEqual([fresh.lease.key, unfinished.lease.key].sort());
+      expect(left.map((row) => row.key).sort()).toEqual([fresh.lease.key, unfinished.lease.key, othersExpired.lease.key].sort());
     });
   });
 });

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { HttpReply } from '../common/http-reply';
 import { queryRow, queryRows } from '../database/sql';
+import type { PaymentRef } from '../payments/payments.repository';
 import type { IdempotencyKeyRecord } from './idempotency-keys.table';
 
 /** The right to work on one payment: whoever holds the token may finish it. */
@@ -145,18 +146,18 @@ export class IdempotencyRepository {
   /** The worker's way in: the same lease, found from the payment's side. */
   async takeOverLeaseForPayment(
     db: EntityManager,
-    paymentId: string,
+    payment: PaymentRef,
     token: string,
     leaseMs: number,
   ): Promise<Lease | undefined> {
     const row = await queryRow<Pick<IdempotencyKeyRecord, 'clientId' | 'key'>>(
       db,
       `UPDATE idempotency_keys
-          SET lease_token = $2, leased_until = now() + $3 * interval '1 millisecond'
-        WHERE payment_id = $1 AND completed_at IS NULL
+          SET lease_token = $3, leased_until = now() + $4 * interval '1 millisecond'
+        WHERE client_id = $1 AND payment_id = $2 AND completed_at IS NULL
           AND (leased_until IS NULL OR leased_until <= now())
         RETURNING client_id AS "clientId", key`,
-      [paymentId, token, leaseMs],
+      [payment.clientId, payment.id, token, leaseMs],
     );
     return row && { ...row, token };
   }
@@ -200,30 +201,33 @@ export class IdempotencyRepository {
   }
 
   /**
-   * Deletes one batch of expired keys. Only a key holding its final answer
-   * expires, so a late retry of an unfinished payment always finds its key.
-   * Keys another transaction has locked (a claim taking one over) are skipped.
+   * Deletes one batch of one client's expired keys. Only a key holding its
+   * final answer expires, so a late retry of an unfinished payment always
+   * finds its key. Keys another transaction has locked (a claim taking one
+   * over) are skipped.
    */
-  async pruneExpired(db: EntityManager, batchSize: number): Promise<number> {
+  async pruneExpired(db: EntityManager, clientId: string, batchSize: number): Promise<number> {
     const rows = await queryRows(
       db,
       `DELETE FROM idempotency_keys
-        WHERE ctid IN (SELECT ctid FROM idempotency_keys
-                        WHERE expires_at <= now()
-                        LIMIT $1
-                          FOR UPDATE SKIP LOCKED)
+        WHERE client_id = $1
+          AND key IN (SELECT key FROM idempotency_keys
+                       WHERE client_id = $1 AND expires_at <= now()
+                       LIMIT $2
+                         FOR UPDATE SKIP LOCKED)
         RETURNING 1`,
-      [batchSize],
+      [clientId, batchSize],
     );
     return rows.length;
   }
 
-  /** How many expired keys wait to be pruned, counted up to `cap` so that a huge backlog costs no more. */
-  async countExpired(db: EntityManager, cap: number): Promise<number> {
+  /** How many of a client's expired keys wait to be pruned, counted up to `cap` so that a huge backlog costs no more. */
+  async countExpired(db: EntityManager, clientId: string, cap: number): Promise<number> {
     const row = await queryRow<{ count: number }>(
       db,
-      `SELECT count(*)::int AS count FROM (SELECT 1 FROM idempotency_keys WHERE expires_at <= now() LIMIT $1) expired`,
-      [cap],
+      `SELECT count(*)::int AS count
+         FROM (SELECT 1 FROM idempotency_keys WHERE client_id = $1 AND expires_at <= now() LIMIT $2) expired`,
+      [clientId, cap],
     );
     return row?.count ?? 0;
   }

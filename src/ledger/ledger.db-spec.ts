@@ -141,7 +141,7 @@ describe('Ledger on Postgres', () => {
     const { lease, payment } = await given.claimed(clientId);
 
     const failing = ledger.withLease(lease, async (tx) => {
-      await given.payments.scheduleReconciliation(tx, payment.id, { delayMs: 1_000, countAttempt: true });
+      await given.payments.scheduleReconciliation(tx, payment, { delayMs: 1_000, countAttempt: true });
       throw new Error('crash inside the transaction');
     });
 
@@ -152,6 +152,6 @@ describe('Ledger on Postgres', () => {
   it('refuses to hand out the payment of an unfinished key once it is final', async () => {
     const { payment } = await given.succeeded(clientId);
 
-    await expect(ledger.undecidedPayment(payment.id)).rejects.toThrow(/already final/);
+    await expect(ledger.undecidedPayment(payment)).rejects.toThrow(/already final/);
   });
 });

@@ -7,7 +7,7 @@ import { IdempotencyRepository, type Lease, type StoredResponse } from '../idemp
 import { EventsRepository } from '../merchant-events/events.repository';
 import type { Payment } from '../payments/payments.table';
 import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome';
-import { PaymentsRepository } from '../payments/payments.repository';
+import { type PaymentRef, PaymentsRepository } from '../payments/payments.repository';
 
 /**
  * A lease and what this process knows of its expiry: Postgres cannot see it
@@ -33,6 +33,9 @@ export function heldSince(lease: Lease, askedAt: number, leaseMs: number): HeldL
  * another token and commits nothing, so two writers can never both decide a
  * payment. Every status change commits with its merchant event (the outbox),
  * and the schema refuses a commit that has one without the other.
+ *
+ * A lease's client is its payment's, so every statement here names the
+ * client: on a schema sharded by client, each transaction runs on one shard.
  */
 @Injectable()
 export class Ledger {
@@ -95,11 +98,11 @@ export class Ledger {
   ): Promise<'stale' | 'noted' | 'applied' | 'busy'> {
     const undecided = payment.status === 'pending' || payment.status === 'requires_review';
     if (!event.outcome || !undecided) {
-      return (await this.payments.advanceProviderVersion(db, payment.id, event.version)) ? 'noted' : 'stale';
+      return (await this.payments.advanceProviderVersion(db, payment, event.version)) ? 'noted' : 'stale';
     }
-    const lease = await this.keys.takeOverLeaseForPayment(db, payment.id, randomUUID(), this.config.idempotency.leaseMs);
+    const lease = await this.keys.takeOverLeaseForPayment(db, payment, randomUUID(), this.config.idempotency.leaseMs);
     if (!lease) return 'busy';
-    if (!(await this.payments.advanceProviderVersion(db, payment.id, event.version))) {
+    if (!(await this.payments.advanceProviderVersion(db, payment, event.version))) {
       await this.keys.release(db, lease);
       return 'stale';
     }
@@ -112,7 +115,8 @@ export class Ledger {
    * the event that tells the merchant, and what the key keeps.
    */
   private async applyUnderLease(db: EntityManager, lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded> {
-    const payment = await this.payments.transition(db, paymentId, outcome);
+    const ref = paymentOf(lease, paymentId);
+    const payment = await this.payments.transition(db, ref, outcome);
     // Only a lease holder decides a payment, and it completes the key in the
     // same commit: a final payment under a live lease means the schema's
     // invariants were bypassed.
@@ -120,7 +124,7 @@ export class Ledger {
     await this.events.recordPaymentChange(db, payment);
     if (payment.status === 'requires_review') {
       const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
-      await this.payments.scheduleReconciliation(db, paymentId, { delayMs, countAttempt: false });
+      await this.payments.scheduleReconciliation(db, ref, { delayMs, countAttempt: false });
       await this.keys.release(db, lease);
       return { payment };
     }
@@ -140,7 +144,7 @@ export class Ledger {
     next: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<boolean> {
     const postponed = await this.withLease(lease, async (db) => {
-      await this.payments.scheduleReconciliation(db, paymentId, next);
+      await this.payments.scheduleReconciliation(db, paymentOf(lease, paymentId), next);
       await this.keys.release(db, lease);
       return true;
     });
@@ -166,10 +170,10 @@ export class Ledger {
   }
 
   /** The payment of an unfinished key: undecided, or its key would have been completed with it. */
-  async undecidedPayment(paymentId: string): Promise<Payment> {
-    const payment = await this.payments.findById(this.dataSource.manager, paymentId);
+  async undecidedPayment(ref: PaymentRef): Promise<Payment> {
+    const payment = await this.payments.findForClient(this.dataSource.manager, ref.clientId, ref.id);
     if (payment?.status !== 'pending' && payment?.status !== 'requires_review') {
-      throw notUndecidedUnderLease(paymentId);
+      throw notUndecidedUnderLease(ref.id);
     }
     return payment;
   }
@@ -179,6 +183,11 @@ export class Ledger {
 export interface Recorded {
   payment: Payment;
   response?: StoredResponse;
+}
+
+/** The payment a lease is held for: the lease's client is the payment's. */
+function paymentOf(lease: Lease, paymentId: string): PaymentRef {
+  return { clientId: lease.clientId, id: paymentId };
 }
 
 function notUndecidedUnderLease(paymentId: string): Error {

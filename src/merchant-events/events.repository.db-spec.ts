@@ -42,7 +42,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
     const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
     await ledger.recordOutcome(lease, payment.id, review);
     const failed = { status: 'failed', providerChargeId: null, failureCode: 'card_declined', failureMessage: 'no' } as const;
-    await given.transitioned(payment.id, failed);
+    await given.transitioned(payment, failed);
 
     expect((await eventsOf(payment.id)).map((event) => event.type)).toEqual(['payment.requires_review', 'payment.failed']);
   });
@@ -64,7 +64,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
 
     const died = await db.dataSource
       .transaction(async (tx) => {
-        const moved = await given.payments.transition(tx, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+        const moved = await given.payments.transition(tx, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
         await given.events.recordPaymentChange(tx, moved!);
         throw new Error('crash before commit');
       })
@@ -77,7 +77,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
 
   it('announces one status change under one event id: a second event for it is refused', async () => {
     const { payment } = await given.claimed(clientId);
-    const moved = await given.transitioned(payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const moved = await given.transitioned(payment, { status: 'succeeded', providerChargeId: 'ch_1' });
 
     const second = await given.events.recordPaymentChange(db.dataSource.manager, moved!).catch((error: unknown) => error);
 

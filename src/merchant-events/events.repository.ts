@@ -17,6 +17,8 @@ export class EventsRepository {
    * client, in one statement. The event carries the payment as the caller's
    * transition returned it. A second event for the same status of the same
    * payment violates events_payment_type_key: the change is announced once.
+   * The endpoints are found by the client as a value ($2), not through the
+   * event's row, so on a sharded schema the statement stays on one shard.
    */
   async recordPaymentChange(db: EntityManager, payment: Payment): Promise<void> {
     if (payment.status === 'pending') throw new Error(`payment ${payment.id} is pending: no event announces that`);
@@ -27,7 +29,7 @@ export class EventsRepository {
        )
        INSERT INTO webhook_deliveries (event_id, endpoint_id, client_id)
        SELECT event.id, endpoint.id, event.client_id
-         FROM event JOIN webhook_endpoints endpoint ON endpoint.client_id = event.client_id`,
+         FROM event JOIN webhook_endpoints endpoint ON endpoint.client_id = $2`,
       [newEventId(), payment.clientId, eventTypeFor(payment.status), payment.id, JSON.stringify({ object: toResource(payment) })],
     );
   }

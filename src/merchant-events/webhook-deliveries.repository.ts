@@ -9,6 +9,8 @@ const EVENT = eventsTable.selectList;
 
 /** A delivery held by one worker: only the holder of the token records what its send gave. */
 export interface DeliveryClaim {
+  /** The event's client: every statement on the claim names it, so it runs on that client's shard. */
+  clientId: string;
   eventId: string;
   endpointId: string;
   claimToken: string;
@@ -36,7 +38,8 @@ export class WebhookDeliveriesRepository {
    * due delivery of every endpoint comes before the second of any, so one
    * endpoint's backlog does not starve the others. A delivery claimed by a
    * concurrent dispatch is skipped: the conditional update re-reads the claim
-   * after waiting for the other's lock.
+   * after waiting for the other's lock. Across clients, so on a sharded
+   * schema across shards; every statement on a claim then names its client.
    */
   async claimDue(
     db: EntityManager,
@@ -49,13 +52,13 @@ export class WebhookDeliveriesRepository {
           WHERE status = 'pending' AND claimed_until > now()
           GROUP BY endpoint_id
        ), due AS (
-         SELECT event_id, endpoint_id,
+         SELECT client_id, event_id, endpoint_id,
                 row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, event_id) AS place
            FROM webhook_deliveries
           WHERE status = 'pending' AND next_attempt_at <= now()
             AND (claimed_until IS NULL OR claimed_until <= now())
        ), chosen AS (
-         SELECT due.event_id, due.endpoint_id
+         SELECT due.client_id, due.event_id, due.endpoint_id
            FROM due LEFT JOIN in_flight USING (endpoint_id)
           WHERE due.place <= $1 - COALESCE(in_flight.held, 0)
           ORDER BY due.place, due.event_id
@@ -64,9 +67,9 @@ export class WebhookDeliveriesRepository {
        UPDATE webhook_deliveries d
           SET claim_token = gen_random_uuid(), claimed_until = now() + $3 * interval '1 millisecond'
          FROM chosen
-        WHERE d.event_id = chosen.event_id AND d.endpoint_id = chosen.endpoint_id
+        WHERE d.client_id = chosen.client_id AND d.event_id = chosen.event_id AND d.endpoint_id = chosen.endpoint_id
           AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until <= now())
-        RETURNING d.event_id AS "eventId", d.endpoint_id AS "endpointId", d.claim_token AS "claimToken"`,
+        RETURNING d.client_id AS "clientId", d.event_id AS "eventId", d.endpoint_id AS "endpointId", d.claim_token AS "claimToken"`,
       [maxInFlightPerEndpoint, limit, claimMs],
     );
   }
@@ -77,10 +80,10 @@ export class WebhookDeliveriesRepository {
       db,
       `SELECT event.*, w.url, w.secret, d.attempts
          FROM webhook_deliveries d
-         JOIN webhook_endpoints w ON w.id = d.endpoint_id
-         CROSS JOIN LATERAL (SELECT ${EVENT} FROM events WHERE events.id = d.event_id) event
-        WHERE d.event_id = $1 AND d.endpoint_id = $2 AND d.claim_token = $3 AND d.status = 'pending'`,
-      [claim.eventId, claim.endpointId, claim.claimToken],
+         JOIN webhook_endpoints w ON w.client_id = $1 AND w.id = d.endpoint_id
+         CROSS JOIN LATERAL (SELECT ${EVENT} FROM events WHERE events.client_id = $1 AND events.id = d.event_id) event
+        WHERE d.client_id = $1 AND d.event_id = $2 AND d.endpoint_id = $3 AND d.claim_token = $4 AND d.status = 'pending'`,
+      [claim.clientId, claim.eventId, claim.endpointId, claim.claimToken],
     );
     if (!row) return undefined;
     const { url, secret, attempts, ...event } = row;
@@ -98,9 +101,9 @@ export class WebhookDeliveriesRepository {
       `UPDATE webhook_deliveries
           SET status = 'delivered', attempts = attempts + 1, delivered_at = now(), last_error = NULL,
               claim_token = NULL, claimed_until = NULL
-        WHERE event_id = $1 AND endpoint_id = $2 AND status = 'pending'
+        WHERE client_id = $1 AND event_id = $2 AND endpoint_id = $3 AND status = 'pending'
         RETURNING created_at AS "createdAt"`,
-      [claim.eventId, claim.endpointId],
+      [claim.clientId, claim.eventId, claim.endpointId],
     );
     return row?.createdAt;
   }
@@ -118,13 +121,13 @@ export class WebhookDeliveriesRepository {
     const row = await queryRow<{ status: 'pending' | 'failed' }>(
       db,
       `UPDATE webhook_deliveries
-          SET attempts = attempts + 1, last_error = $4, claim_token = NULL, claimed_until = NULL,
-              next_attempt_at = now() + $5 * interval '1 millisecond',
-              status = CASE WHEN now() + $5 * interval '1 millisecond' > created_at + $6 * interval '1 hour'
+          SET attempts = attempts + 1, last_error = $5, claim_token = NULL, claimed_until = NULL,
+              next_attempt_at = now() + $6 * interval '1 millisecond',
+              status = CASE WHEN now() + $6 * interval '1 millisecond' > created_at + $7 * interval '1 hour'
                             THEN 'failed' ELSE 'pending' END
-        WHERE event_id = $1 AND endpoint_id = $2 AND claim_token = $3 AND status = 'pending'
+        WHERE client_id = $1 AND event_id = $2 AND endpoint_id = $3 AND claim_token = $4 AND status = 'pending'
         RETURNING status`,
-      [claim.eventId, claim.endpointId, claim.claimToken, failure.error, failure.retryInMs, failure.horizonHours],
+      [claim.clientId, claim.eventId, claim.endpointId, claim.claimToken, failure.error, failure.retryInMs, failure.horizonHours],
     );
     return row?.status;
   }

@@ -14,7 +14,7 @@ import type { ClaimedDelivery, WebhookDeliveriesRepository } from './webhook-del
 import { WebhookDispatcher } from './webhook-dispatcher.service';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
-const CLAIM = { eventId: 'evt_01M8SQ8YE7WBFM1V7CNVXBCFA3', endpointId: 'e1', claimToken: 't1' };
+const CLAIM = { clientId: 'c1', eventId: 'evt_01M8SQ8YE7WBFM1V7CNVXBCFA3', endpointId: 'e1', claimToken: 't1' };
 
 const event: EventRecord = {
   id: CLAIM.eventId,

@@ -8,7 +8,7 @@ function setup() {
   const { dataSource, keys, payments, provider, config, ledger } = ledgerMocks();
   const sut = new ResolutionService(dataSource, keys, payments, ledger, provider, config);
   payments.findById = jest.fn().mockResolvedValue(aPayment({ status: 'requires_review' }));
-  keys.takeOverLeaseForPayment = jest.fn(async (_db, _id, token, _ms) => ({ clientId: 'c', key: 'k', token }));
+  keys.takeOverLeaseForPayment = jest.fn(async (_db, payment, token, _ms) => ({ clientId: payment.clientId, key: 'k', token }));
   /** The refusal path: the lease goes back, nothing is written. */
   const releases = () => {
     keys.release = jest.fn().mockResolvedValue(undefined);
@@ -16,7 +16,7 @@ function setup() {
   /** The resolution path: one fenced transition that stores the final response. */
   const records = () => {
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, id, outcome) =>
+    payments.transition = jest.fn(async (_db, { id }, outcome) =>
       aPayment({ id, status: outcome.status, providerChargeId: 'providerChargeId' in outcome ? outcome.providerChargeId : null }),
     );
     keys.complete = jest.fn().mockResolvedValue(undefined);
@@ -41,7 +41,7 @@ describe('ResolutionService', () => {
     expect(result).toMatchObject({ resolved: true, payment: { status: expected } });
     expect(payments.transition).toHaveBeenCalledWith(
       expect.anything(),
-      'pay_1',
+      { clientId: 'client_1', id: 'pay_1' },
       expect.objectContaining({ status: expected, resolution: { by: 'ops', reason: 'why' } }),
     );
   });

@@ -61,7 +61,7 @@ export class ResolutionService {
     if (payment.status !== 'requires_review') {
       return refuse('not_in_review', `The payment is ${payment.status}; only a payment in review is resolved.`, payment);
     }
-    const lease = await this.keys.takeOverLeaseForPayment(db, payment.id, randomUUID(), this.config.idempotency.leaseMs);
+    const lease = await this.keys.takeOverLeaseForPayment(db, payment, randomUUID(), this.config.idempotency.leaseMs);
     if (!lease) return refuse('payment_busy', 'A request or the worker is on this payment now; try again.', payment);
     const decision = await this.decide(payment, command);
     if ('refusal' in decision) {

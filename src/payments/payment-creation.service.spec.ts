@@ -59,7 +59,7 @@ describe('PaymentCreationService.create', () => {
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, id, _outcome) =>
+    payments.transition = jest.fn(async (_db, { id }, _outcome) =>
       aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
     );
     keys.complete = jest.fn().mockResolvedValue(undefined);
@@ -101,7 +101,7 @@ describe('PaymentCreationService.create', () => {
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }));
+    payments.transition = jest.fn(async (_db, { id }, _outcome) => aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }));
     keys.complete = jest.fn().mockResolvedValue(undefined);
     const first = await sut.create(command);
     keys.find.mockClear();
@@ -167,7 +167,7 @@ describe('PaymentCreationService.create', () => {
     const abandoned = aPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
-    payments.findById = jest.fn().mockResolvedValue(abandoned);
+    payments.findForClient = jest.fn().mockResolvedValue(abandoned);
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'unknown', reason: 'HTTP 503', attempts: 3 });
     keys.release = jest.fn().mockResolvedValue(undefined);
 
@@ -285,7 +285,7 @@ describe('PaymentCreationService.create', () => {
     const { sut, keys, payments, provider, dataSource, command } = setup();
     provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
-    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old' }));
+    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old' }));
 
     const reply = await sut.create(command);
 
@@ -305,7 +305,7 @@ describe('PaymentCreationService.create', () => {
       .fn()
       .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old' }))
       .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old', response: stored }));
-    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'succeeded' }));
+    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'succeeded' }));
 
     const reply = await sut.create(command);
 
@@ -316,7 +316,7 @@ describe('PaymentCreationService.create', () => {
     const { sut, keys, payments, command } = setup();
     keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
-    payments.findById = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'requires_review' }));
+    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'requires_review' }));
     keys.release = jest.fn().mockResolvedValue(undefined);
 
     const reply = await sut.create(command);
@@ -334,7 +334,7 @@ describe('PaymentCreationService.create', () => {
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, id, _outcome) => aPayment({ id, status: 'requires_review' }));
+    payments.transition = jest.fn(async (_db, { id }, _outcome) => aPayment({ id, status: 'requires_review' }));
     payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
     keys.release = jest.fn().mockResolvedValue(undefined);
 

@@ -154,13 +154,13 @@ export class PaymentCreationService {
             // No lease is taken, so the payment may have been decided since
             // the key was read: its key then holds the answer, and the next
             // round replays it.
-            const payment = await this.payments.findById(db, verdict.paymentId);
+            const payment = await this.payments.findForClient(db, lease.clientId, verdict.paymentId);
             if (payment?.status !== 'pending' && payment?.status !== 'requires_review') break;
             return { kind: 'accepted', payment, retryAfterSeconds: Math.ceil(waitMs / 1000) };
           }
           const askedAt = performance.now();
           if (!(await this.keys.takeOverLease(db, lease, verdict.paymentId, leaseMs))) break;
-          const payment = await this.ledger.undecidedPayment(verdict.paymentId);
+          const payment = await this.ledger.undecidedPayment({ clientId: lease.clientId, id: verdict.paymentId });
           if (payment.status === 'requires_review') {
             // Not ours to resume: the review re-check or a person decides it.
             await this.keys.release(db, lease);

@@ -40,7 +40,7 @@ describe('PaymentsRepository on Postgres', () => {
     expect(second).toBeInstanceOf(QueryFailedError);
     expect(isUniqueViolation(second, ACTIVE_ORDER_INDEX)).toBe(true);
 
-    await given.transitioned(first.payment.id, {
+    await given.transitioned(first.payment, {
       status: 'failed',
       providerChargeId: 'ch_1',
       failureCode: 'card_declined',
@@ -53,11 +53,11 @@ describe('PaymentsRepository on Postgres', () => {
     it('moves a pending payment once; a final payment never changes again', async () => {
       const { payment } = await given.claimed(clientId);
 
-      const settled = await given.transitioned(payment.id, {
+      const settled = await given.transitioned(payment, {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
-      const overturned = await given.transitioned(payment.id, {
+      const overturned = await given.transitioned(payment, {
         status: 'failed',
         providerChargeId: 'ch_2',
         failureCode: 'card_declined',
@@ -74,13 +74,13 @@ describe('PaymentsRepository on Postgres', () => {
     it('leaves review once, for a final status only', async () => {
       const { payment } = await given.claimed(clientId);
       const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-      await given.transitioned(payment.id, review);
+      await given.transitioned(payment, review);
 
-      expect(await given.transitioned(payment.id, review)).toBeUndefined();
+      expect(await given.transitioned(payment, review)).toBeUndefined();
       expect(
-        await given.transitioned(payment.id, { status: 'succeeded', providerChargeId: 'ch_9' }),
+        await given.transitioned(payment, { status: 'succeeded', providerChargeId: 'ch_9' }),
       ).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_9', failureCode: null });
-      expect(await given.transitioned(payment.id, review)).toBeUndefined();
+      expect(await given.transitioned(payment, review)).toBeUndefined();
     });
   });
 
@@ -94,11 +94,11 @@ describe('PaymentsRepository on Postgres', () => {
       const leased = await given.claimed(clientId);
       const notYetDue = await given.claimed(clientId);
       await given.expireLease(notYetDue.lease);
-      await payments().scheduleReconciliation(manager(), notYetDue.payment.id, { delayMs: 60_000, countAttempt: true });
+      await payments().scheduleReconciliation(manager(), notYetDue.payment, { delayMs: 60_000, countAttempt: true });
       const final = await given.succeeded(clientId);
       const inReview = await given.claimed(clientId);
       await given.expireLease(inReview.lease);
-      await given.transitioned(inReview.payment.id, {
+      await given.transitioned(inReview.payment, {
         status: 'requires_review',
         failureCode: 'x',
         failureMessage: 'x',
@@ -107,12 +107,14 @@ describe('PaymentsRepository on Postgres', () => {
         inReview.payment.id,
       ]);
 
-      const ids = await payments().findDueForReconciliation(manager(), 0, 10);
+      const found = await payments().findDueForReconciliation(manager(), 0, 10);
 
-      expect(ids).toEqual([inReview.payment.id, due[1].payment.id, due[0].payment.id]);
+      // Each named by its client too: the work on it runs on that client's shard.
+      expect(found).toEqual([inReview.payment, due[1].payment, due[0].payment].map(({ id }) => ({ clientId, id })));
+      const ids = found.map(({ id }) => id);
       expect(ids).not.toContain(leased.payment.id);
       expect(ids).not.toContain(final.payment.id);
-      expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([inReview.payment.id]);
+      expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([{ clientId, id: inReview.payment.id }]);
       expect(await payments().findDueForReconciliation(manager(), 3_600_000, 10)).toEqual([]);
     });
   });
@@ -122,9 +124,9 @@ describe('PaymentsRepository on Postgres', () => {
       const { payment } = await given.claimed(clientId);
       const final = await given.succeeded(clientId);
 
-      await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 5_000, countAttempt: true });
-      await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 5_000, countAttempt: false });
-      await payments().scheduleReconciliation(manager(), final.payment.id, { delayMs: 5_000, countAttempt: true });
+      await payments().scheduleReconciliation(manager(), payment, { delayMs: 5_000, countAttempt: true });
+      await payments().scheduleReconciliation(manager(), payment, { delayMs: 5_000, countAttempt: false });
+      await payments().scheduleReconciliation(manager(), final.payment, { delayMs: 5_000, countAttempt: true });
 
       const rescheduled = await given.paymentById(payment.id);
       expect(rescheduled?.reconcileAttempts).toBe(1);
@@ -142,7 +144,7 @@ describe('PaymentsRepository on Postgres', () => {
     const { lease, payment } = await given.claimed(clientId);
     await given.expireLease(lease);
 
-    await payments().scheduleReconciliation(manager(), payment.id, { delayMs: 'never', countAttempt: false });
+    await payments().scheduleReconciliation(manager(), payment, { delayMs: 'never', countAttempt: false });
 
     const [{ never }]: { never: boolean }[] = await db.dataSource.query(
       `SELECT next_reconcile_at = 'infinity' AS never FROM payments WHERE id = $1`,

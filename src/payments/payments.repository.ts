@@ -13,7 +13,18 @@ export type NewPayment = Pick<
   'id' | 'clientId' | 'amount' | 'currency' | 'paymentMethod' | 'orderId' | 'description' | 'metadata' | 'providerKey'
 >;
 
-/** The payments table. Every method is one statement; transactions are composed by the callers. */
+/**
+ * What names one payment: its client and id. Every statement on one payment
+ * names both, so on a schema sharded by client it runs on that client's shard.
+ */
+export type PaymentRef = Pick<Payment, 'clientId' | 'id'>;
+
+/**
+ * The payments table. Every method is one statement; transactions are composed by the callers.
+ * Two statements do not name a client, and reach every shard: findById (an
+ * operator's) and findByProviderKey (a provider event's first lookup), as
+ * does the reconciliation sweep, which looks across clients by nature.
+ */
 @Injectable()
 export class PaymentsRepository {
   /**
@@ -45,6 +56,7 @@ export class PaymentsRepository {
     );
   }
 
+  /** For an operator, who knows a payment by its id alone. */
   async findById(db: EntityManager, id: string): Promise<Payment | undefined> {
     return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1`, [id]);
   }
@@ -53,20 +65,28 @@ export class PaymentsRepository {
     return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1 AND client_id = $2`, [id, clientId]);
   }
 
-  /** The payment a provider charge belongs to (the provider key is unique to one payment). */
-  async findByProviderKey(db: EntityManager, providerKey: string): Promise<Payment | undefined> {
-    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE provider_key = $1`, [providerKey]);
+  /**
+   * The payment a provider charge belongs to (its provider key is derived from
+   * the payment id, so unique to one payment), as a reference to read again
+   * under the client: it never changes, so this needs no transaction.
+   */
+  async findByProviderKey(db: EntityManager, providerKey: string): Promise<PaymentRef | undefined> {
+    return queryRow<PaymentRef>(
+      db,
+      `SELECT client_id AS "clientId", id FROM payments WHERE provider_key = $1`,
+      [providerKey],
+    );
   }
 
   /**
    * Moves the applied provider version forward; false when `version` is not
    * newer than the last one applied: a late or repeated event, to ignore.
    */
-  async advanceProviderVersion(db: EntityManager, id: string, version: number): Promise<boolean> {
+  async advanceProviderVersion(db: EntityManager, payment: PaymentRef, version: number): Promise<boolean> {
     const rows = await queryRows(
       db,
-      `UPDATE payments SET provider_version = $2 WHERE id = $1 AND provider_version < $2 RETURNING 1`,
-      [id, version],
+      `UPDATE payments SET provider_version = $3 WHERE id = $1 AND client_id = $2 AND provider_version < $3 RETURNING 1`,
+      [payment.id, payment.clientId, version],
     );
     return rows.length === 1;
   }
@@ -101,7 +121,7 @@ export class PaymentsRepository {
    * failed, and nothing else moves, so no later write can overturn an outcome
    * and a review is left once.
    */
-  async transition(db: EntityManager, id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
+  async transition(db: EntityManager, payment: PaymentRef, outcome: FinalOutcome): Promise<Payment | undefined> {
     const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
     return queryRow<Payment>(
       db,
@@ -109,17 +129,18 @@ export class PaymentsRepository {
           SET status = $2, provider_charge_id = COALESCE($3, provider_charge_id),
               failure_code = $4, failure_message = $5, resolved_by = $6, resolution_reason = $7,
               updated_at = now()
-        WHERE id = $1
+        WHERE id = $1 AND client_id = $8
           AND (status = 'pending' OR (status = 'requires_review' AND $2 IN ('succeeded', 'failed')))
         RETURNING ${PAYMENT}`,
       [
-        id,
+        payment.id,
         outcome.status,
         'providerChargeId' in outcome ? outcome.providerChargeId : null,
         outcome.status === 'succeeded' ? null : outcome.failureCode,
         outcome.status === 'succeeded' ? null : outcome.failureMessage,
         resolution?.by ?? null,
         resolution?.reason ?? null,
+        payment.clientId,
       ],
     );
   }
@@ -127,14 +148,15 @@ export class PaymentsRepository {
   /**
    * Undecided payments (pending, or in review) that reconciliation should
    * look at now: older than the stale threshold, due on their ladder or their
-   * review re-check, and not leased by a live request.
+   * review re-check, and not leased by a live request. Across clients, so on
+   * a sharded schema across shards; the work on each payment names its client.
    */
-  async findDueForReconciliation(db: EntityManager, staleAfterMs: number, limit: number): Promise<string[]> {
-    const rows = await queryRows<Pick<Payment, 'id'>>(
+  async findDueForReconciliation(db: EntityManager, staleAfterMs: number, limit: number): Promise<PaymentRef[]> {
+    return queryRows<PaymentRef>(
       db,
-      `SELECT p.id
+      `SELECT p.client_id AS "clientId", p.id
          FROM payments p
-         JOIN idempotency_keys k ON k.payment_id = p.id
+         JOIN idempotency_keys k ON k.client_id = p.client_id AND k.payment_id = p.id
         WHERE p.status IN ('pending', 'requires_review')
           AND p.next_reconcile_at <= now()
           AND p.created_at <= now() - $1 * interval '1 millisecond'
@@ -143,7 +165,6 @@ export class PaymentsRepository {
         LIMIT $2`,
       [staleAfterMs, limit],
     );
-    return rows.map((row) => row.id);
   }
 
   /**
@@ -152,15 +173,15 @@ export class PaymentsRepository {
    */
   async scheduleReconciliation(
     db: EntityManager,
-    id: string,
+    payment: PaymentRef,
     { delayMs, countAttempt }: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<void> {
     await db.query(
       `UPDATE payments
-          SET reconcile_attempts = reconcile_attempts + $3,
-              next_reconcile_at = COALESCE(now() + $2 * interval '1 millisecond', 'infinity')
-        WHERE id = $1 AND status IN ('pending', 'requires_review')`,
-      [id, delayMs === 'never' ? null : delayMs, countAttempt ? 1 : 0],
+          SET reconcile_attempts = reconcile_attempts + $4,
+              next_reconcile_at = COALESCE(now() + $3 * interval '1 millisecond', 'infinity')
+        WHERE id = $1 AND client_id = $2 AND status IN ('pending', 'requires_review')`,
+      [payment.id, payment.clientId, delayMs === 'never' ? null : delayMs, countAttempt ? 1 : 0],
     );
   }
 }

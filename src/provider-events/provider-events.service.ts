@@ -26,6 +26,13 @@ export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown
  * final charge moves its undecided payment through the ledger's fenced
  * transition, storing the final response on the key. The caller answers 2xx
  * only after that commit, so an event whose effect did not commit comes again.
+ *
+ * An event names its charge by provider key, not by client: the payment is
+ * found by that key first, outside the transaction (on a schema sharded by
+ * client, the one statement here that asks every shard), and the transaction
+ * then names the payment's client in every statement, so it runs on one
+ * shard. An event for no payment of ours is recorded nowhere and changes
+ * nothing, however often it comes.
  */
 @Injectable()
 export class ProviderEventsService {
@@ -70,10 +77,12 @@ export class ProviderEventsService {
   }
 
   private async consume(event: ProviderEvent): Promise<EventResult> {
+    const ref = await this.payments.findByProviderKey(this.dataSource.manager, event.data.providerKey);
+    if (!ref) return 'unknown_charge';
     return this.dataSource.transaction(async (db): Promise<EventResult> => {
-      if (!(await this.messages.record(db, CONSUMER, event.id))) return 'duplicate';
-      const payment = await this.payments.findByProviderKey(db, event.data.providerKey);
-      if (!payment) return 'unknown_charge';
+      if (!(await this.messages.record(db, ref.clientId, CONSUMER, event.id))) return 'duplicate';
+      const payment = await this.payments.findForClient(db, ref.clientId, ref.id);
+      if (!payment) throw new Error(`payment ${ref.id} of provider key ${event.data.providerKey} is gone`);
       const outcome = outcomeOfCharge(event.data.charge, payment);
       // A charge for another amount is never taken from an event: reconciliation sends it to review.
       const final = outcome && outcome.status !== 'requires_review' ? outcome : undefined;

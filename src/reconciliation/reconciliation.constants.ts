@@ -6,6 +6,8 @@ export const JobName = {
   PruneKeys: 'prune-keys',
 } as const;
 
+/** The payment to reconcile, named by client and id: every statement of the job names its client. */
 export interface ReconcileJobData {
+  clientId: string;
   paymentId: string;
 }

@@ -2,6 +2,7 @@ import { BullModule } from '@nestjs/bullmq';
 import { Module } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
+import { ClientsRepository } from '../clients/clients.repository';
 import { LedgerModule } from '../ledger/ledger.module';
 import { ProviderModule } from '../provider/provider.module';
 import { RECONCILIATION_QUEUE } from './reconciliation.constants';
@@ -16,6 +17,7 @@ import { ReconciliationService } from './reconciliation.service';
     ProviderModule,
   ],
   providers: [
+    ClientsRepository,
     ReconciliationService,
     {
       provide: ReconciliationProcessor,

@@ -37,8 +37,10 @@ export class ReconciliationProcessor extends WorkerHost implements OnModuleDestr
     switch (job.name) {
       case JobName.Sweep:
         return this.reconciliation.sweep(this.stopping.signal);
-      case JobName.Reconcile:
-        return this.reconciliation.reconcile((job.data as ReconcileJobData).paymentId);
+      case JobName.Reconcile: {
+        const { clientId, paymentId } = job.data as ReconcileJobData;
+        return this.reconciliation.reconcile({ clientId, id: paymentId });
+      }
       case JobName.PruneKeys:
         return this.reconciliation.pruneExpiredKeys();
       default:

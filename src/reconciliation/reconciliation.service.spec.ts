@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import type { EntityManager } from 'typeorm';
+import type { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
 import { strictMock } from '../common/strict-mock.fixture';
 import type { Lease } from '../idempotency/idempotency.repository';
@@ -15,6 +16,8 @@ import { ReconciliationService } from './reconciliation.service';
 
 const charge: ProviderCharge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
 const pendingCharge: ProviderCharge = { ...charge, status: 'pending' };
+/** The payment every reconcile case works on, as a job names it; its lease (see takesLease) is its client's. */
+const PAY_1 = { clientId: 'client_1', id: 'pay_1' };
 const noAnswer = { kind: 'unknown', gaveUp: 'deadline', reason: 'no answer within 2000 ms', attempts: 1 } as const;
 
 function setup(env: Record<string, string> = {}) {
@@ -22,8 +25,10 @@ function setup(env: Record<string, string> = {}) {
   const dataSource = { transaction };
   const queue = strictMock<Queue>('queue');
   const metrics = new Metrics();
+  const clients = strictMock<ClientsRepository>('clients');
   const sut = new ReconciliationService(
     source,
+    clients,
     keys,
     payments,
     ledger,
@@ -45,11 +50,11 @@ function setup(env: Record<string, string> = {}) {
       expect.objectContaining({ clientId: 'client_1', key: 'key-1', token: keys.takeOverLeaseForPayment.mock.calls[0][2] });
   };
   const finds = (payment: Payment | undefined) => {
-    payments.findById = jest.fn().mockResolvedValue(payment);
+    payments.findForClient = jest.fn().mockResolvedValue(payment);
   };
   const recordsOutcome = () => {
     keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, id, outcome) =>
+    payments.transition = jest.fn(async (_db, { id }, outcome) =>
       aPayment({
         id,
         status: outcome.status,
@@ -74,6 +79,7 @@ function setup(env: Record<string, string> = {}) {
     sut,
     db,
     dataSource,
+    clients,
     keys,
     payments,
     provider,
@@ -98,15 +104,20 @@ describe('ReconciliationService', () => {
   describe('sweep', () => {
     const running = new AbortController().signal;
     const opts = { removeOnComplete: true, removeOnFail: true };
-    const job = (paymentId: string) => ({
+    const job = (paymentId: string, clientId = 'client_1') => ({
       name: JobName.Reconcile,
-      data: { paymentId },
+      data: { clientId, paymentId },
       opts: { jobId: `reconcile-${paymentId}`, ...opts },
     });
+    /** Due payments of one client, as findDueForReconciliation returns them. */
+    const due = (...ids: string[]) => ids.map((id) => ({ clientId: 'client_1', id }));
 
     it('enqueues one job per due payment, keyed by it so overlapping sweeps cannot queue it twice', async () => {
       const { sut, db, payments, queue, config } = setup();
-      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue([
+        { clientId: 'client_a', id: 'pay_a' },
+        { clientId: 'client_b', id: 'pay_b' },
+      ]);
       queue.addBulk = jest.fn().mockResolvedValue([]);
 
       expect(await sut.sweep(running)).toBe(2);
@@ -116,7 +127,7 @@ describe('ReconciliationService', () => {
         config.reconcile.staleAfterMs,
         config.reconcile.batchSize,
       );
-      expect(queue.addBulk.mock.calls).toEqual([[[job('pay_a'), job('pay_b')]]]);
+      expect(queue.addBulk.mock.calls).toEqual([[[job('pay_a', 'client_a'), job('pay_b', 'client_b')]]]);
       // queue.getWaitingCount is not stubbed: a short batch is all that is due, so there is nothing to wait for.
     });
 
@@ -132,10 +143,10 @@ describe('ReconciliationService', () => {
       const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '4' });
       payments.findDueForReconciliation = jest
         .fn()
-        .mockResolvedValueOnce(['pay_a', 'pay_b', 'pay_c', 'pay_d'])
+        .mockResolvedValueOnce(due('pay_a', 'pay_b', 'pay_c', 'pay_d'))
         // pay_c and pay_d still wait: found again, and their job ids keep them queued once.
-        .mockResolvedValueOnce(['pay_c', 'pay_d', 'pay_e', 'pay_f'])
-        .mockResolvedValueOnce(['pay_f', 'pay_g']);
+        .mockResolvedValueOnce(due('pay_c', 'pay_d', 'pay_e', 'pay_f'))
+        .mockResolvedValueOnce(due('pay_f', 'pay_g'));
       queue.addBulk = jest.fn().mockResolvedValue([]);
       // Three jobs still wait, then two (half the batch): room for the next batch.
       queue.getWaitingCount = jest.fn().mockResolvedValueOnce(3).mockResolvedValueOnce(2).mockResolvedValueOnce(1);
@@ -143,16 +154,16 @@ describe('ReconciliationService', () => {
       expect(await sut.sweep(running)).toBe(7);
 
       expect(queue.addBulk.mock.calls).toEqual([
-        [['pay_a', 'pay_b', 'pay_c', 'pay_d'].map(job)],
-        [['pay_c', 'pay_d', 'pay_e', 'pay_f'].map(job)],
-        [['pay_f', 'pay_g'].map(job)],
+        [['pay_a', 'pay_b', 'pay_c', 'pay_d'].map((id) => job(id))],
+        [['pay_c', 'pay_d', 'pay_e', 'pay_f'].map((id) => job(id))],
+        [['pay_f', 'pay_g'].map((id) => job(id))],
       ]);
       expect(queue.getWaitingCount).toHaveBeenCalledTimes(3);
     });
 
     it('stops waiting for room after one interval, leaving the rest to the next sweep', async () => {
       const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '2', RECONCILE_INTERVAL_MS: '300' });
-      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue(due('pay_a', 'pay_b'));
       queue.addBulk = jest.fn().mockResolvedValue([]);
       // The workers take nothing.
       queue.getWaitingCount = jest.fn().mockResolvedValue(2);
@@ -167,7 +178,7 @@ describe('ReconciliationService', () => {
 
     it('stops waiting as soon as the worker is stopping, so its close does not wait out the interval', async () => {
       const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '2', RECONCILE_INTERVAL_MS: '600000' });
-      payments.findDueForReconciliation = jest.fn().mockResolvedValue(['pay_a', 'pay_b']);
+      payments.findDueForReconciliation = jest.fn().mockResolvedValue(due('pay_a', 'pay_b'));
       queue.addBulk = jest.fn().mockResolvedValue([]);
       const stopping = new AbortController();
       queue.getWaitingCount = jest.fn(async () => {
@@ -187,15 +198,15 @@ describe('ReconciliationService', () => {
       const { sut, db, keys, dataSource, config } = setup();
       keys.takeOverLeaseForPayment = jest.fn().mockResolvedValue(undefined);
 
-      expect(await sut.reconcile('pay_1')).toBe('skipped');
+      expect(await sut.reconcile(PAY_1)).toBe('skipped');
 
       expect(keys.takeOverLeaseForPayment).toHaveBeenCalledWith(
         db,
-        'pay_1',
+        PAY_1,
         expect.any(String),
         config.idempotency.leaseMs,
       );
-      // payments.findById and the provider are not stubbed: the job stopped at the lease.
+      // payments.findForClient and the provider are not stubbed: the job stopped at the lease.
       expect(dataSource.transaction).not.toHaveBeenCalled();
     });
 
@@ -215,7 +226,7 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
       recordsOutcome();
 
-      expect(await sut.reconcile('pay_1')).toBe('settled');
+      expect(await sut.reconcile(PAY_1)).toBe('settled');
 
       // One call, no in-call retries: the reconciliation ladder is this hop's only retry layer.
       expect(provider.getCharge).toHaveBeenCalledWith('pk_pay_1', {
@@ -224,7 +235,7 @@ describe('ReconciliationService', () => {
         deadlineMs: config.provider.deadlineMs,
       });
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
-      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining(outcome));
+      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining(outcome));
       expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
       // provider.createCharge is not stubbed: a found charge is never submitted again.
@@ -244,7 +255,7 @@ describe('ReconciliationService', () => {
       provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
       recordsOutcome();
 
-      expect(await sut.reconcile('pay_1')).toBe('settled');
+      expect(await sut.reconcile(PAY_1)).toBe('settled');
 
       expect(provider.createCharge).toHaveBeenCalledTimes(1);
       const [input, options] = provider.createCharge.mock.calls[0];
@@ -252,7 +263,7 @@ describe('ReconciliationService', () => {
       expect(input.providerKey).toBe('pk_pay_1');
       expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
       expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
-      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, {
         status: 'succeeded',
         providerChargeId: 'ch_1',
       });
@@ -270,12 +281,12 @@ describe('ReconciliationService', () => {
       });
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
       // provider.createCharge is not stubbed: a call with no time left would have thrown.
       expect(payments.scheduleReconciliation).toHaveBeenCalledWith(
         expect.anything(),
-        'pay_1',
+        PAY_1,
         expect.objectContaining({ countAttempt: true }),
       );
     });
@@ -284,7 +295,7 @@ describe('ReconciliationService', () => {
       jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
       const { sut, keys, payments, provider, config, takesLease } = setup();
       takesLease();
-      payments.findById = jest.fn(async (_db, _id) => {
+      payments.findForClient = jest.fn(async (_db, _clientId, _id) => {
         // A stall (a long GC pause) right after the lease was taken, longer than the lease.
         jest.advanceTimersByTime(config.idempotency.leaseMs);
         return aPayment();
@@ -292,7 +303,7 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'not_found' });
       keys.renewLease = jest.fn().mockResolvedValue(false);
 
-      expect(await sut.reconcile('pay_1')).toBe('skipped');
+      expect(await sut.reconcile(PAY_1)).toBe('skipped');
 
       expect(keys.renewLease).toHaveBeenCalledTimes(1);
       // provider.createCharge and every write are not stubbed: reaching any would have thrown.
@@ -311,9 +322,9 @@ describe('ReconciliationService', () => {
       if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
         delayMs: expect.any(Number),
         countAttempt: true,
       });
@@ -336,7 +347,7 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
       const { backoffBaseMs, backoffCapMs } = config.reconcile;
       const e = Math.min(backoffCapMs, backoffBaseMs * 2 ** attempts);
@@ -356,7 +367,7 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue(noAnswer);
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
       const { delayMs } = payments.scheduleReconciliation.mock.calls[0][2];
       expect(delayMs).toBeGreaterThanOrEqual(config.reconcile.backoffCapMs / 2);
@@ -382,11 +393,11 @@ describe('ReconciliationService', () => {
         provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
         postpones();
 
-        expect(await sut.reconcile('pay_1')).toBe('postponed');
+        expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
         // The payment's client's circuits: another client's open circuit never defers it.
         expect(provider.unavailableForMs).toHaveBeenCalledWith('client_1');
-        expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+        expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
           delayMs: 4_200,
           countAttempt: false,
         });
@@ -403,9 +414,9 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
       sendsToReview();
 
-      expect(await sut.reconcile('pay_1')).toBe('requires_review');
+      expect(await sut.reconcile(PAY_1)).toBe('requires_review');
 
-      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
@@ -413,7 +424,7 @@ describe('ReconciliationService', () => {
       // Not final: nothing stored on the key, the lease released, the first re-check an interval away.
       expect(keys.complete).not.toHaveBeenCalled();
       expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
         delayMs: config.reconcile.reviewRecheckIntervalMs,
         countAttempt: false,
       });
@@ -428,11 +439,11 @@ describe('ReconciliationService', () => {
         provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
         sendsToReview();
 
-        expect(await sut.reconcile('pay_1')).toBe('requires_review');
+        expect(await sut.reconcile(PAY_1)).toBe('requires_review');
 
         expect(payments.transition).toHaveBeenCalledWith(
           db,
-          'pay_1',
+          PAY_1,
           expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
         );
         expect(keys.complete).not.toHaveBeenCalled();
@@ -452,7 +463,7 @@ describe('ReconciliationService', () => {
       provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
       keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
 
-      expect(await sut.reconcile('pay_1')).toBe('skipped');
+      expect(await sut.reconcile(PAY_1)).toBe('skipped');
 
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
@@ -468,7 +479,7 @@ describe('ReconciliationService', () => {
       takesLease();
       finds(payment);
 
-      await expect(sut.reconcile('pay_1')).rejects.toThrow('has an unfinished key but is already final');
+      await expect(sut.reconcile(PAY_1)).rejects.toThrow('has an unfinished key but is already final');
 
       // The provider is not stubbed: the job stopped before any call.
       expect(dataSource.transaction).not.toHaveBeenCalled();
@@ -494,9 +505,9 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
       recordsOutcome();
 
-      expect(await sut.reconcile('pay_1')).toBe('settled');
+      expect(await sut.reconcile(PAY_1)).toBe('settled');
 
-      expect(payments.transition).toHaveBeenCalledWith(db, 'pay_1', expect.objectContaining({ status: found.status }));
+      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining({ status: found.status }));
       expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: code }), 24);
       // provider.createCharge is not stubbed: a review is never resubmitted.
     });
@@ -515,9 +526,9 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue(lookup);
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', {
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
         delayMs: config.reconcile.reviewRecheckIntervalMs,
         countAttempt: false,
       });
@@ -533,9 +544,9 @@ describe('ReconciliationService', () => {
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
       postpones();
 
-      expect(await sut.reconcile('pay_1')).toBe('postponed');
+      expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, 'pay_1', { delayMs: 'never', countAttempt: false });
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, { delayMs: 'never', countAttempt: false });
     });
   });
 
@@ -545,54 +556,68 @@ describe('ReconciliationService', () => {
 
     afterEach(() => jest.restoreAllMocks());
 
-    it('deletes batch after batch while they come back full, and stops at the first short one', async () => {
-      const { sut, db, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+    it('deletes batch after batch of each client while they come back full, then goes on to the next client', async () => {
+      const { sut, db, clients, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      clients.ids = jest.fn().mockResolvedValue(['client_a', 'client_b']);
       keys.pruneExpired = jest
         .fn()
         .mockResolvedValueOnce(BATCH)
         .mockResolvedValueOnce(BATCH)
-        .mockResolvedValueOnce(3);
+        .mockResolvedValueOnce(3)
+        .mockResolvedValueOnce(4);
 
-      expect(await sut.pruneExpiredKeys()).toBe(2 * BATCH + 3);
+      expect(await sut.pruneExpiredKeys()).toBe(2 * BATCH + 7);
 
       expect(keys.pruneExpired.mock.calls).toEqual([
-        [db, BATCH],
-        [db, BATCH],
-        [db, BATCH],
+        [db, 'client_a', BATCH],
+        [db, 'client_a', BATCH],
+        [db, 'client_a', BATCH],
+        [db, 'client_b', BATCH],
       ]);
       // keys.countExpired is not stubbed: a drained backlog is 0 without counting.
       expect(await backlogOf(metrics)).toBe(0);
     });
 
-    it('asks once when nothing has expired', async () => {
-      const { sut, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+    it('asks once per client when nothing has expired', async () => {
+      const { sut, clients, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      clients.ids = jest.fn().mockResolvedValue(['client_a', 'client_b']);
       keys.pruneExpired = jest.fn().mockResolvedValue(0);
 
       expect(await sut.pruneExpiredKeys()).toBe(0);
-      expect(keys.pruneExpired).toHaveBeenCalledTimes(1);
+      expect(keys.pruneExpired).toHaveBeenCalledTimes(2);
     });
 
     it('goes on past any fixed number of batches while its time budget lasts', async () => {
-      const { sut, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      const { sut, clients, keys } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH) });
+      clients.ids = jest.fn().mockResolvedValue(['client_a']);
       let full = 500;
-      keys.pruneExpired = jest.fn(async (_db: EntityManager, _batchSize: number): Promise<number> => (full-- > 0 ? BATCH : 0));
+      keys.pruneExpired = jest.fn(async (_db: EntityManager, _clientId: string, _batchSize: number): Promise<number> =>
+        full-- > 0 ? BATCH : 0,
+      );
 
       expect(await sut.pruneExpiredKeys()).toBe(500 * BATCH);
       expect(keys.pruneExpired).toHaveBeenCalledTimes(501);
     });
 
-    it('stops once its time budget is spent, leaving the rest to the next run as a counted backlog', async () => {
-      const { sut, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH), KEY_PRUNE_RUN_BUDGET_MS: '1000' });
+    it('stops once its time budget is spent, counts what is left as the backlog, and starts there next time', async () => {
+      const { sut, clients, keys, metrics } = setup({ KEY_PRUNE_BATCH_SIZE: String(BATCH), KEY_PRUNE_RUN_BUDGET_MS: '1000' });
       let now = 0;
       jest.spyOn(Date, 'now').mockImplementation(() => now);
-      keys.pruneExpired = jest.fn(async (_db: EntityManager, _batchSize: number): Promise<number> => {
+      clients.ids = jest.fn().mockResolvedValue(['client_a', 'client_b', 'client_c']);
+      keys.pruneExpired = jest.fn(async (_db: EntityManager, clientId: string, _batchSize: number): Promise<number> => {
         now += 300;
-        return BATCH;
+        return clientId === 'client_a' ? 0 : BATCH;
       });
-      keys.countExpired = jest.fn().mockResolvedValue(12_345);
+      keys.countExpired = jest.fn(async (_db: EntityManager, clientId: string, _cap: number) =>
+        clientId === 'client_b' ? 12_000 : 345,
+      );
 
-      expect(await sut.pruneExpiredKeys()).toBe(4 * BATCH);
+      expect(await sut.pruneExpiredKeys()).toBe(3 * BATCH);
       expect(await backlogOf(metrics)).toBe(12_345);
+
+      keys.pruneExpired.mockClear();
+      await sut.pruneExpiredKeys();
+      expect(keys.pruneExpired.mock.calls.map(([, clientId]) => clientId)).toEqual(['client_b', 'client_b', 'client_b', 'client_b']);
     });
   });
 });

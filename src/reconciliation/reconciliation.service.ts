@@ -6,13 +6,14 @@ import type { Queue } from 'bullmq';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
+import { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
 import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
-import { PaymentsRepository } from '../payments/payments.repository';
+import { type PaymentRef, PaymentsRepository } from '../payments/payments.repository';
 import type { Payment } from '../payments/payments.table';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
@@ -44,10 +45,10 @@ function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
 const SWEEP_POLL_MS = 100;
 
 /** A payment's reconcile job; its id is the payment's, so it is queued once however often it is found. */
-function reconcileJob(paymentId: string) {
+function reconcileJob({ clientId, id: paymentId }: { clientId: string; id: string }) {
   return {
     name: JobName.Reconcile,
-    data: { paymentId } satisfies ReconcileJobData,
+    data: { clientId, paymentId } satisfies ReconcileJobData,
     // Removed when done, so that a later sweep may queue the payment again.
     opts: { jobId: `reconcile-${paymentId}`, removeOnComplete: true, removeOnFail: true },
   };
@@ -65,9 +66,12 @@ const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
 @Injectable()
 export class ReconciliationService {
   private readonly logger = new Logger(ReconciliationService.name);
+  /** The client a prune run stopped at on its budget: the next run starts there, so no client waits behind another for ever. */
+  private pruneResumesAt: string | undefined;
 
   constructor(
     private readonly dataSource: DataSource,
+    private readonly clients: ClientsRepository,
     private readonly keys: IdempotencyRepository,
     private readonly payments: PaymentsRepository,
     private readonly ledger: Ledger,
@@ -87,7 +91,9 @@ export class ReconciliationService {
    * than a batch ever waits in Redis. The job id is the payment's, so a
    * payment already queued or running is not queued twice, however many
    * passes or sweeps (or workers running them) overlap: the payments still
-   * waiting are found again by the next pass, and stay queued once.
+   * waiting are found again by the next pass, and stay queued once. The
+   * sweep looks across clients (on a sharded schema, across shards); each
+   * job carries its payment's client, so the job's own statements each name it.
    *
    * Returns how many payments it found due, each counted once.
    */
@@ -96,10 +102,10 @@ export class ReconciliationService {
     const deadline = Date.now() + intervalMs;
     const found = new Set<string>();
     for (;;) {
-      const ids = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
-      if (ids.length > 0) await this.queue.addBulk(ids.map(reconcileJob));
-      for (const id of ids) found.add(id);
-      if (ids.length < batchSize || !(await this.waitForRoom(batchSize / 2, deadline, stop))) return found.size;
+      const due = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
+      if (due.length > 0) await this.queue.addBulk(due.map(reconcileJob));
+      for (const { id } of due) found.add(id);
+      if (due.length < batchSize || !(await this.waitForRoom(batchSize / 2, deadline, stop))) return found.size;
     }
   }
 
@@ -121,14 +127,15 @@ export class ReconciliationService {
    * other worker touches the payment. One provider call per step, no
    * in-call retries: the ladder below is this hop's only retry layer.
    */
-  async reconcile(paymentId: string): Promise<ReconcileResult> {
+  async reconcile(ref: PaymentRef): Promise<ReconcileResult> {
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
+    const paymentId = ref.id;
     const askedAt = performance.now();
-    const taken = await this.keys.takeOverLeaseForPayment(db, paymentId, randomUUID(), leaseMs);
+    const taken = await this.keys.takeOverLeaseForPayment(db, ref, randomUUID(), leaseMs);
     if (!taken) return 'skipped';
     const lease = heldSince(taken, askedAt, leaseMs);
-    const payment = await this.ledger.undecidedPayment(paymentId);
+    const payment = await this.ledger.undecidedPayment(ref);
     if (payment.status === 'requires_review') return this.recheckReview(lease, payment);
     const answer = await this.askProvider(payment, lease);
     this.crashPoint.reach('worker_mid_job', { paymentId });
@@ -150,24 +157,39 @@ export class ReconciliationService {
   }
 
   /**
-   * Deletes expired keys batch after batch while the batches come back full,
-   * within the run's time budget, so pruning keeps up with any sustained rate
-   * of new payments the database can take. A run that stops on its budget
-   * counts what is left, as the backlog metric; one that emptied the backlog
-   * says 0 without counting.
+   * Deletes expired keys client by client, batch after batch while the
+   * batches come back full, within the run's time budget, so pruning keeps up
+   * with any sustained rate of new payments the database can take. Client by
+   * client, so on a schema sharded by client every statement runs on one
+   * shard. A run that stops on its budget counts what is left for the clients
+   * it did not finish, as the backlog metric, and the next run starts with
+   * them; one that emptied every backlog says 0 without counting.
    */
   async pruneExpiredKeys(): Promise<number> {
     const { batchSize, runBudgetMs } = this.config.keyPrune;
     const db = this.dataSource.manager;
     const deadline = Date.now() + runBudgetMs;
+    const clients = startingAt(await this.clients.ids(), this.pruneResumesAt);
     let pruned = 0;
-    let drained = false;
-    while (!drained && Date.now() < deadline) {
-      const deleted = await this.keys.pruneExpired(db, batchSize);
-      pruned += deleted;
-      drained = deleted < batchSize;
+    let unfinished: string[] = [];
+    for (const [index, clientId] of clients.entries()) {
+      let drained = false;
+      while (!drained && Date.now() < deadline) {
+        const deleted = await this.keys.pruneExpired(db, clientId, batchSize);
+        pruned += deleted;
+        drained = deleted < batchSize;
+      }
+      if (!drained) {
+        unfinished = clients.slice(index);
+        break;
+      }
     }
-    const backlog = drained ? 0 : await this.keys.countExpired(db, PRUNE_BACKLOG_COUNT_CAP);
+    this.pruneResumesAt = unfinished[0];
+    let backlog = 0;
+    for (const clientId of unfinished) {
+      backlog += await this.keys.countExpired(db, clientId, PRUNE_BACKLOG_COUNT_CAP - backlog);
+      if (backlog >= PRUNE_BACKLOG_COUNT_CAP) break;
+    }
     this.metrics.expiredKeysBacklog.set(backlog);
     this.metrics.prunedKeys.inc(pruned);
     if (pruned > 0 || backlog > 0) this.logger.log({ msg: 'expired idempotency keys pruned', pruned, backlog });
@@ -267,4 +289,10 @@ export class ReconciliationService {
     const postponed = await this.ledger.postpone(lease, payment.id, { delayMs: Math.round(delayMs), countAttempt: true });
     return postponed ? 'postponed' : 'skipped';
   }
+}
+
+/** The clients (in id order) from `first` on, then those before it: where a prune run begins. */
+function startingAt(ids: string[], first: string | undefined): string[] {
+  const start = first === undefined ? 0 : ids.findIndex((id) => id >= first);
+  return start <= 0 ? ids : [...ids.slice(start), ...ids.slice(0, start)];
 }

@@ -34,7 +34,15 @@ describe('the workers on a Redis Cluster that loses a primary', () => {
     await stack.start({
       // One provider attempt, which pm_card_timeout outlasts: the API answers
       // 202 and only a worker's reconciliation can finish the payment.
-      env: { DATABASE_URL: TEST_DATABASE_URL, REDIS_CLUSTER_NODES: cluster.nodesEnv, QUEUE_PREFIX: prefix, PROVIDER_MAX_ATTEMPTS: '1' },
+      // Half of each wave times out on purpose, which the client's circuit
+      // breaker would count towards opening (ratio 0.5) and then answer 503.
+      env: {
+        DATABASE_URL: TEST_DATABASE_URL,
+        REDIS_CLUSTER_NODES: cluster.nodesEnv,
+        QUEUE_PREFIX: prefix,
+        PROVIDER_MAX_ATTEMPTS: '1',
+        PROVIDER_BREAKER_FAILURE_RATIO: '0.9',
+      },
       providerEnv: { PROVIDER_SLOW_REPLY_MS: '1200', PROVIDER_PENDING_SETTLE_MS: '2000' },
       apis: 1,
       workers: 2,

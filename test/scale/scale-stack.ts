@@ -39,6 +39,8 @@ export const FAST_KNOBS = {
 };
 
 export interface ScaleStackOptions {
+  /** The spec's own connection, to read what the processes wrote (default: TEST_DATABASE_URL). */
+  databaseUrl?: string;
   /** What every API and worker gets on top of FAST_KNOBS and the provider's URL: the database, Redis. */
   env: Env;
   providerEnv?: Env;
@@ -49,8 +51,8 @@ export interface ScaleStackOptions {
 /**
  * The provider, APIs and workers as real processes on the test database, and
  * one merchant whose webhook endpoint is a loopback receiver that verifies
- * every signature. `db` is a direct connection of the spec's own, to read
- * what the processes wrote.
+ * every signature. `db` is a connection of the spec's own, to read what the
+ * processes wrote.
  */
 export class ScaleStack {
   db!: DataSource;
@@ -62,8 +64,9 @@ export class ScaleStack {
   env!: Env;
 
   async start(options: ScaleStackOptions): Promise<void> {
-    assertTestDatabase(TEST_DATABASE_URL);
-    this.db = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
+    const databaseUrl = options.databaseUrl ?? TEST_DATABASE_URL;
+    assertTestDatabase(databaseUrl);
+    this.db = await createDataSource({ databaseUrl }).initialize();
     await emptyTables(this.db);
     this.receiver = await WebhookReceiver.start();
     const merchant = await createClient(this.db, 'scale shop', { webhookUrl: this.receiver.url('shop') });

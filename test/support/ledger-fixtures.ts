@@ -4,7 +4,7 @@ import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempot
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
 import type { FinalOutcome } from '../../src/payments/payment-outcome';
-import { PaymentsRepository } from '../../src/payments/payments.repository';
+import { type PaymentRef, PaymentsRepository } from '../../src/payments/payments.repository';
 import type { Payment } from '../../src/payments/payments.table';
 import { useTestDatabase } from './test-database';
 import { createClient } from './test-env';
@@ -66,9 +66,9 @@ export class LedgerFixtures {
    * one commit as the ledger makes them (the schema refuses a status change
    * committed without its event). Undefined when the transition matched nothing.
    */
-  async transitioned(id: string, outcome: FinalOutcome): Promise<Payment | undefined> {
+  async transitioned(ref: PaymentRef, outcome: FinalOutcome): Promise<Payment | undefined> {
     return this.dataSource.transaction(async (db) => {
-      const payment = await this.payments.transition(db, id, outcome);
+      const payment = await this.payments.transition(db, ref, outcome);
       if (payment) await this.events.recordPaymentChange(db, payment);
       return payment;
     });
@@ -78,7 +78,7 @@ export class LedgerFixtures {
   async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
     const { lease, payment } = await this.claimed(clientId, key);
     await this.dataSource.transaction(async (db) => {
-      const succeeded = await this.payments.transition(db, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+      const succeeded = await this.payments.transition(db, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
       await this.events.recordPaymentChange(db, succeeded!);
       await this.keys.complete(db, lease, { status: 201, body: '{}' }, TTL_HOURS);
     });

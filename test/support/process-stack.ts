@@ -54,7 +54,8 @@ export interface ReplyBody {
   id?: string;
   status?: string;
   provider_charge_id?: string | null;
-  error?: { code: string };
+  /** A decline (402 card_declined) carries its failed payment. */
+  error?: { code: string; payment?: { id: string; status: string } };
 }
 
 export interface Reply {
@@ -72,8 +73,9 @@ export class PaymentsClient {
     private readonly apiKey: string,
   ) {}
 
-  post(key: string, payload: object): Promise<Reply> {
-    return this.send('POST', '/v1/payments', { 'Idempotency-Key': key, 'Content-Type': 'application/json' }, payload);
+  /** With a `signal`, the request is abandoned (and rejects) when it aborts. */
+  post(key: string, payload: object, signal?: AbortSignal): Promise<Reply> {
+    return this.send('POST', '/v1/payments', { 'Idempotency-Key': key, 'Content-Type': 'application/json' }, payload, signal);
   }
 
   get(paymentId: string): Promise<Reply> {
@@ -85,11 +87,18 @@ export class PaymentsClient {
     return this.send('GET', path);
   }
 
-  private async send(method: string, path: string, headers: Record<string, string> = {}, payload?: object): Promise<Reply> {
+  private async send(
+    method: string,
+    path: string,
+    headers: Record<string, string> = {},
+    payload?: object,
+    signal?: AbortSignal,
+  ): Promise<Reply> {
     const response = await fetch(`${this.baseUrl}${path}`, {
       method,
       headers: { Authorization: `Bearer ${this.apiKey}`, ...headers },
       body: payload === undefined ? undefined : JSON.stringify(payload),
+      signal,
     });
     const text = await response.text();
     return { status: response.status, headers: response.headers, text, body: (text ? JSON.parse(text) : {}) as ReplyBody };

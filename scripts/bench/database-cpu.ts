@@ -1,0 +1,39 @@
+import { existsSync } from 'node:fs';
+import type { DataSource } from 'typeorm';
+import { cpuMs } from './measure';
+
+/** CPU in ms per Postgres backend process, by pid. */
+export type BackendCpu = ReadonlyMap<number, number>;
+
+/**
+ * The CPU Postgres spends on one database: the backends serving it, read from
+ * /proc, so only when the server runs on this machine. The bench's database is
+ * its own, so its backends serve only the side under load (the API or the
+ * floor, one at a time), whoever else shares the server. Not counted: the
+ * server's shared work (WAL writer, checkpointer, autovacuum), and a backend
+ * that exits mid-load (the pools keep theirs open).
+ */
+export class DatabaseCpu {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly database: string,
+  ) {}
+
+  /** Undefined when the backends are not on this machine. */
+  async sample(): Promise<BackendCpu | undefined> {
+    const rows = (await this.dataSource.query(
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`,
+      [this.database],
+    )) as { pid: number }[];
+    if (!rows.every(({ pid }) => existsSync(`/proc/${pid}/stat`))) return undefined;
+    const sample = new Map<number, number>();
+    for (const { pid } of rows) {
+      try {
+        sample.set(pid, cpuMs(pid));
+      } catch {
+        // Exited between the query and the read: its CPU is lost either way.
+      }
+    }
+    return sample;
+  }
+}

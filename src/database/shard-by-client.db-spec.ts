@@ -1,0 +1,124 @@
+import { Client } from 'pg';
+import type { DataSource } from 'typeorm';
+import { migrations } from '../../migrations';
+import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
+import { databaseUrlNamed, emptyTables, openScratchDatabase } from '../../scripts/lib/scratch-database';
+import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
+
+/**
+ * ShardByClient on a database that already holds payments: the rows stay, the
+ * keys take client_id, and a row whose client disagrees with its payment's
+ * stops the migration with nothing changed. In a database of its own, since
+ * it takes the schema back one migration.
+ */
+describe('the ShardByClient migration on existing rows', () => {
+  const name = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_shard_migration`;
+  let dataSource: DataSource;
+
+  const keyOf = async (constraint: string): Promise<string | undefined> => {
+    const rows = (await dataSource.query(`SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conname = $1`, [
+      constraint,
+    ])) as { definition: string }[];
+    return rows[0]?.definition;
+  };
+  const counts = async () =>
+    (
+      (await dataSource.query(
+        `SELECT (SELECT count(*) FROM payments)::int AS payments, (SELECT count(*) FROM idempotency_keys)::int AS keys,
+                (SELECT count(*) FROM events)::int AS events, (SELECT count(*) FROM webhook_deliveries)::int AS deliveries,
+                (SELECT count(*) FROM processed_messages)::int AS messages`,
+      )) as Record<string, number>[]
+    )[0];
+
+  /** A succeeded payment as the schema before ShardByClient holds it: key, event, delivery and a processed provider event. */
+  async function paymentBefore(clientId: string, id: string, eventClientId = clientId): Promise<void> {
+    await dataSource.query(
+      `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status)
+       VALUES ($1, $2, 500, 'USD', 'pm_card_ok', 'pk_' || $1, 'pending')`,
+      [id, clientId],
+    );
+    await dataSource.query(
+      `INSERT INTO idempotency_keys (client_id, key, fingerprint, payment_id, response_status, response_body, completed_at, expires_at)
+       VALUES ($1, $2, repeat('f', 64), $3, 201, '{}', now(), now() + interval '1 day')`,
+      [clientId, `key-${id}`, id],
+    );
+    const eventId = `evt_${id.slice(4)}`;
+    await dataSource.transaction(async (db) => {
+      await db.query(`UPDATE payments SET status = 'succeeded' WHERE id = $1`, [id]);
+      await db.query(`INSERT INTO events (id, client_id, type, payment_id, data) VALUES ($1, $2, 'payment.succeeded', $3, '{}')`, [
+        eventId,
+        eventClientId,
+        id,
+      ]);
+    });
+    await dataSource.query(
+      `INSERT INTO webhook_deliveries (event_id, endpoint_id, client_id)
+       SELECT $1, id, client_id FROM webhook_endpoints WHERE client_id = $2`,
+      [eventId, eventClientId],
+    );
+    await dataSource.query(`INSERT INTO processed_messages (consumer, message_id) VALUES ('provider-events', $1)`, [`pe_${id}`]);
+  }
+
+  beforeAll(async () => {
+    dataSource = await openScratchDatabase(databaseUrlNamed(TEST_DATABASE_URL, name));
+  }, 30_000);
+
+  beforeEach(async () => {
+    expect(migrations.at(-1)).toBe(ShardByClient1796400000000);
+    await emptyTables(dataSource);
+    await dataSource.undoLastMigration({ transaction: 'all' });
+  });
+
+  afterEach(async () => {
+    await dataSource.runMigrations({ transaction: 'all' });
+  });
+
+  afterAll(async () => {
+    await dataSource?.destroy();
+    const admin = new Client({ connectionString: databaseUrlNamed(TEST_DATABASE_URL, 'postgres') });
+    await admin.connect();
+    try {
+      await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    } finally {
+      await admin.end();
+    }
+  }, 30_000);
+
+  it('keeps every payment, key, event and delivery, and puts client_id in every key; down and up again keep them too', async () => {
+    const webhookUrl = 'http://127.0.0.1:9/hooks';
+    const clients = [await createClient(dataSource, 'a', { webhookUrl }), await createClient(dataSource, 'b', { webhookUrl })];
+    await paymentBefore(clients[0].id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4A');
+    await paymentBefore(clients[1].id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B');
+    expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');
+
+    await dataSource.runMigrations({ transaction: 'all' });
+
+    // processed_messages is emptied: provider_version refuses those messages again (see the migration).
+    expect(await counts()).toEqual({ payments: 2, keys: 2, events: 2, deliveries: 2, messages: 0 });
+    expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id, client_id)');
+    expect(await keyOf('idempotency_keys_payment_id_fkey')).toBe(
+      'FOREIGN KEY (client_id, payment_id) REFERENCES payments(client_id, id) DEFERRABLE INITIALLY DEFERRED',
+    );
+    expect(await keyOf('webhook_deliveries_pkey')).toBe('PRIMARY KEY (client_id, event_id, endpoint_id)');
+    expect(await keyOf('processed_messages_pkey')).toBe('PRIMARY KEY (client_id, consumer, message_id)');
+
+    await dataSource.undoLastMigration({ transaction: 'all' });
+
+    expect(await counts()).toEqual({ payments: 2, keys: 2, events: 2, deliveries: 2, messages: 0 });
+    expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');
+  });
+
+  it('stops, changing nothing, at an event whose client is not its payment’s', async () => {
+    const a = await createClient(dataSource, 'a', { webhookUrl: 'http://127.0.0.1:9/hooks' });
+    const b = await createClient(dataSource, 'b', { webhookUrl: 'http://127.0.0.1:9/hooks' });
+    await paymentBefore(a.id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4C', b.id);
+
+    await expect(dataSource.runMigrations({ transaction: 'all' })).rejects.toThrow(/events_payment_id_fkey/);
+
+    expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');
+    expect(await counts()).toEqual({ payments: 1, keys: 1, events: 1, deliveries: 1, messages: 1 });
+    // Put right, so that afterEach brings the schema up to date again.
+    await dataSource.query(`DELETE FROM webhook_deliveries`);
+    await dataSource.query(`DELETE FROM events`);
+  });
+});
