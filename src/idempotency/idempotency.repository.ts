@@ -205,16 +205,22 @@ export class IdempotencyRepository {
    * final answer expires, so a late retry of an unfinished payment always
    * finds its key. Keys another transaction has locked (a claim taking one
    * over) are skipped.
+   *
+   * The batch is chosen once, in a materialised CTE: as `key IN (SELECT …
+   * LIMIT n)` the planner may run the subquery again for each row it joins,
+   * and then deletes more than n (seen: 3 of a batch of 2).
    */
   async pruneExpired(db: EntityManager, clientId: string, batchSize: number): Promise<number> {
     const rows = await queryRows(
       db,
-      `DELETE FROM idempotency_keys
-        WHERE client_id = $1
-          AND key IN (SELECT key FROM idempotency_keys
-                       WHERE client_id = $1 AND expires_at <= now()
-                       LIMIT $2
-                         FOR UPDATE SKIP LOCKED)
+      `WITH batch AS MATERIALIZED (
+         SELECT key FROM idempotency_keys
+          WHERE client_id = $1 AND expires_at <= now()
+          LIMIT $2
+            FOR UPDATE SKIP LOCKED)
+       DELETE FROM idempotency_keys k
+        USING batch
+        WHERE k.client_id = $1 AND k.key = batch.key
         RETURNING 1`,
       [clientId, batchSize],
     );
