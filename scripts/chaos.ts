@@ -18,7 +18,7 @@ import {
   judge,
   missingEvents,
 } from './chaos/verdict';
-import { type PrivatePgBouncer, startPrivatePgBouncer } from './lib/private-pgbouncer';
+import { type PrivatePgBouncer, QUERY_WAIT_TIMEOUT_S, startPrivatePgBouncer } from './lib/private-pgbouncer';
 import { type PrivatePostgres, startPrivatePostgres } from './lib/private-postgres';
 import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
 import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
@@ -137,6 +137,18 @@ const POSTGRES_RECOVERY_DEADLINE_MS = 30_000;
 
 /** How the clients behave: what a careful integration does. */
 const CLIENT_POLICY = { timeoutMs: 3_000, maxAttempts: 40, deadlineMs: 60_000, backoffBaseMs: 100, backoffCapMs: 2_000 };
+
+/**
+ * The clients' timeout, which is also what counts as a hang. Direct, a
+ * database that is down is answered in milliseconds. Through PgBouncer a
+ * request sent while the server is down can be held in the pooler's queue
+ * until the server is back (and the bouncer's next login, a second later) or
+ * until query_wait_timeout, then answered: correct, but slower than 3 s, so
+ * there the clients wait past the pooler's own bound.
+ */
+function clientTimeoutMs(pgbouncer: boolean): number {
+  return pgbouncer ? QUERY_WAIT_TIMEOUT_S * 1000 + 2_000 : CLIENT_POLICY.timeoutMs;
+}
 
 function parseOptions(argv: string[]): ChaosOptions | 'help' {
   const { values } = parseArgs({
@@ -370,7 +382,7 @@ async function main(): Promise<number> {
     const exchanges = await runLoad(
       operations,
       { operations: options.payments, durationMs, concurrency: options.concurrency },
-      { urls: fleet.urls, policy: { ...CLIENT_POLICY, random: mulberry32(options.seed + 2) } },
+      { urls: fleet.urls, policy: { ...CLIENT_POLICY, timeoutMs: clientTimeoutMs(options.pgbouncer), random: mulberry32(options.seed + 2) } },
       (done) => (finished = done),
     );
     clearInterval(report);

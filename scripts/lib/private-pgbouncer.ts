@@ -30,6 +30,13 @@ const DEBIAN_BINARY = '/usr/sbin/pgbouncer';
  * Every database name is passed through to the server (`*`). PgBouncer
  * refuses to run as root: as root it switches to the postgres user (-u).
  */
+/**
+ * How long the bouncer holds a query that has no server connection, the
+ * server being down included: the longest a request can wait in the pooler
+ * before its 503, or before it runs once the server is back.
+ */
+export const QUERY_WAIT_TIMEOUT_S = 10;
+
 export interface PrivatePgBouncer {
   readonly port: number;
   /** The bouncer's URL for `database`, e.g. postgres://postgres@127.0.0.1:PORT/payments_test. */
@@ -154,7 +161,7 @@ function configuration(dir: string, port: number, serverPort: number, poolSize: 
     `ignore_startup_parameters = ${Object.keys(SESSION_TIMEOUTS).join(',')}`,
     // A query waits this long for a server connection, then its client gets
     // an error (08P01, answered 503) rather than queueing behind a stuck pool.
-    'query_wait_timeout = 10',
+    `query_wait_timeout = ${QUERY_WAIT_TIMEOUT_S}`,
     // After a failed connection to the server, try again after a second, not 15.
     'server_login_retry = 1',
     `logfile = ${join(dir, 'pgbouncer.log')}`,
