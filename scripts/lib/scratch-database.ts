@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
 import { ensureDatabase } from '../../src/database/ensure-database';
@@ -13,6 +14,17 @@ import { TABLES } from '../../src/database/tables';
 /** `baseUrl` with its database name replaced by `name`. */
 export function databaseUrlNamed(baseUrl: string, name: string): string {
   return Object.assign(new URL(baseUrl), { pathname: `/${name}` }).toString();
+}
+
+/** Drops the database `name` on the server of `baseUrl`, if it is there (connections to it are ended). */
+export async function dropDatabase(baseUrl: string, name: string): Promise<void> {
+  const admin = new Client({ connectionString: databaseUrlNamed(baseUrl, 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS "${name.replaceAll('"', '""')}" WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
 }
 
 /**

@@ -1,8 +1,7 @@
-import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
 import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
-import { databaseUrlNamed, emptyTables, openScratchDatabase } from '../../scripts/lib/scratch-database';
+import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../../scripts/lib/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 
 /**
@@ -75,13 +74,7 @@ describe('the ShardByClient migration on existing rows', () => {
 
   afterAll(async () => {
     await dataSource?.destroy();
-    const admin = new Client({ connectionString: databaseUrlNamed(TEST_DATABASE_URL, 'postgres') });
-    await admin.connect();
-    try {
-      await admin.query(`DROP DATABASE IF EXISTS ${name}`);
-    } finally {
-      await admin.end();
-    }
+    await dropDatabase(TEST_DATABASE_URL, name);
   }, 30_000);
 
   it('keeps every payment, key, event and delivery, and puts client_id in every key; down and up again keep them too', async () => {

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Client } from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
 import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by-client';
-import { databaseUrlNamed, openScratchDatabase } from '../../scripts/lib/scratch-database';
+import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../scripts/lib/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 import { ClientsRepository } from '../clients/clients.repository';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
@@ -201,13 +200,7 @@ describe('the schema, hash-partitioned by client_id', () => {
 
   afterAll(async () => {
     await dataSource?.destroy();
-    const admin = new Client({ connectionString: databaseUrlNamed(TEST_DATABASE_URL, 'postgres') });
-    await admin.connect();
-    try {
-      await admin.query(`DROP DATABASE IF EXISTS ${name}`);
-    } finally {
-      await admin.end();
-    }
+    await dropDatabase(TEST_DATABASE_URL, name);
   }, 30_000);
 
   it('is partitioned: every client-keyed table in four partitions, the keys and the trigger kept', async () => {
