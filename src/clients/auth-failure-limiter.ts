@@ -13,6 +13,8 @@ const MAX_ADDRESSES = 100_000;
  */
 export class AuthFailureLimiter {
   private readonly failures: LRUCache<string, number>;
+  /** The latest end of a refusal so far (Date's clock); 0 before any. */
+  private refusingSomeUntil = 0;
 
   constructor(
     readonly limit: number,
@@ -31,6 +33,19 @@ export class AuthFailureLimiter {
   }
 
   recordFailure(address: string): void {
-    this.failures.set(address, (this.failures.get(address) ?? 0) + 1);
+    const failures = (this.failures.get(address) ?? 0) + 1;
+    this.failures.set(address, failures);
+    if (failures >= this.limit) {
+      this.refusingSomeUntil = Math.max(this.refusingSomeUntil, Date.now() + this.failures.getRemainingTTL(address));
+    }
+  }
+
+  /**
+   * Whether some address may be refused now: false means refusingForSeconds
+   * is 0 for every address, so a caller that cannot tell the request's
+   * address cheaply (EarlyReplay, before Express) need not ask.
+   */
+  mayRefuseSome(): boolean {
+    return Date.now() < this.refusingSomeUntil;
   }
 }

@@ -1,24 +1,14 @@
 import { Module } from '@nestjs/common';
-import { ThrottlerModule } from '@nestjs/throttler';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
 import { ApiKeyGuard } from './api-key.guard';
 import { AuthFailureLimiter } from './auth-failure-limiter';
+import { ClientRateLimit } from './client-rate-limit';
 import { ClientThrottlerGuard } from './client-throttler.guard';
 import { ClientsRepository } from './clients.repository';
 import { ClientsService } from './clients.service';
-import { SlidingWindowStorage } from './sliding-window-storage';
 
 @Module({
-  imports: [
-    ThrottlerModule.forRootAsync({
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({
-        throttlers: [{ ttl: config.rateLimit.windowMs, limit: config.rateLimit.requests }],
-        storage: new SlidingWindowStorage(),
-      }),
-    }),
-  ],
   providers: [
     ClientsRepository,
     {
@@ -29,11 +19,16 @@ import { SlidingWindowStorage } from './sliding-window-storage';
     ApiKeyGuard,
     ClientThrottlerGuard,
     {
+      provide: ClientRateLimit,
+      inject: [APP_CONFIG],
+      useFactory: ({ rateLimit }: AppConfig) => new ClientRateLimit(rateLimit.requests, rateLimit.windowMs),
+    },
+    {
       provide: AuthFailureLimiter,
       inject: [APP_CONFIG],
       useFactory: ({ rateLimit }: AppConfig) => new AuthFailureLimiter(rateLimit.authFailures, rateLimit.authFailureWindowMs),
     },
   ],
-  exports: [ClientsService, ApiKeyGuard, ClientThrottlerGuard, AuthFailureLimiter],
+  exports: [ClientsService, ApiKeyGuard, ClientThrottlerGuard, ClientRateLimit, AuthFailureLimiter],
 })
 export class ClientsModule {}

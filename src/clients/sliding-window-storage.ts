@@ -1,7 +1,12 @@
-import type { OnApplicationShutdown } from '@nestjs/common';
-import type { ThrottlerStorage } from '@nestjs/throttler';
-
-type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
+/** What a hit learns: the same fields as @nestjs/throttler's storage record. */
+export interface WindowRecord {
+  totalHits: number;
+  /** Whole seconds until the window X-RateLimit-Reset counts down to ends. */
+  timeToExpire: number;
+  isBlocked: boolean;
+  /** Whole seconds the block has left; 0 when not blocked. */
+  timeToBlockExpire: number;
+}
 
 /** How often keys with nothing left to count are forgotten, as the stock storage does. */
 const SWEEP_INTERVAL_MS = 60_000;
@@ -18,23 +23,23 @@ interface Hits {
 
 /**
  * The rate limit's counts, in this process's memory: the answers of
- * @nestjs/throttler's own ThrottlerStorageService (a sliding window of hits;
+ * @nestjs/throttler's ThrottlerStorageService (a sliding window of hits;
  * past the limit, blocked for blockDuration, then counted afresh), at a
  * constant cost per request. The stock storage filters and copies every hit
  * still in the window on each request, so a busy client's request costs in
  * proportion to its limit (6,000 timestamps at the default); here expired
  * hits are skipped from the front of a queue, each once.
  *
- * Only the blocking behaviour is kept: the guard always passes a positive
- * blockDuration (the throttler's ttl when none is set, as here).
- * ThrottlerModule provides the instance, so Nest calls its shutdown hook.
+ * Synchronous, so that a request answered before Nest (EarlyReplay) counts
+ * against the same window without waiting a tick. Only the blocking
+ * behaviour is kept: blockDuration is always positive (ClientRateLimit passes
+ * the window).
  */
-export class SlidingWindowStorage implements ThrottlerStorage, OnApplicationShutdown {
+export class SlidingWindowStorage {
   private readonly hits = new Map<string, Hits>();
   private sweep?: NodeJS.Timeout;
 
-  /** `key` already names the throttler (see ClientThrottlerGuard.generateKey). */
-  async increment(key: string, ttl: number, limit: number, blockDuration: number): Promise<ThrottlerStorageRecord> {
+  hit(key: string, ttl: number, limit: number, blockDuration: number): WindowRecord {
     this.sweep ??= setInterval(() => this.forgetIdle(), SWEEP_INTERVAL_MS).unref();
     const now = Date.now();
     let entry = this.hits.get(key);
@@ -65,12 +70,12 @@ export class SlidingWindowStorage implements ThrottlerStorage, OnApplicationShut
     return this.record(entry, timeToExpire, entry.blockedUntil === 0 ? 0 : Math.ceil(blockDuration / 1000));
   }
 
-  onApplicationShutdown(): void {
+  stop(): void {
     clearInterval(this.sweep);
     this.hits.clear();
   }
 
-  private record(entry: Hits, timeToExpire: number, timeToBlockExpire: number): ThrottlerStorageRecord {
+  private record(entry: Hits, timeToExpire: number, timeToBlockExpire: number): WindowRecord {
     return {
       totalHits: entry.expiries.length - entry.first,
       timeToExpire,

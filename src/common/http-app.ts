@@ -1,12 +1,15 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { type INestApplication, Logger } from '@nestjs/common';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AuthFailureLimiter } from '../clients/auth-failure-limiter';
+import { ClientRateLimit } from '../clients/client-rate-limit';
 import { authenticateBeforeBody } from '../clients/authentication.middleware';
 import { ClientsService } from '../clients/clients.service';
 import { APP_CONFIG, type AppConfig } from '../config/app-config';
+import { AnswerCache } from '../idempotency/answer-cache';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
+import { EarlyReplay } from '../payments/early-replay';
 import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
 import { allowedMethods } from './allowed-methods';
 import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './client-error';
@@ -15,15 +18,13 @@ import { errorReply, fromBodyParserError } from './error-envelope';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ANSWER_HEADERS } from './http-reply';
 import { parsedBodyProblem } from './json-body';
+import { JsonBodyReader } from './json-body-reader';
+import { requestLogger } from './logging';
 import { requestForLog } from './log-safety';
 import { serveOpenApi } from './openapi';
-import { keepRawBody } from './raw-body';
 import { REQUEST_ID_HEADER, requestIdFor } from './request-id';
 import { TransportError, TransportErrorCode } from './transport-error';
 import { StrictValidationPipe } from './validation';
-
-/** Large enough for every field at its limit; anything bigger is refused unread. */
-const BODY_LIMIT = '64kb';
 
 /** How often Node looks for requests past their timeout. */
 const CONNECTION_SWEEP_MS = 1_000;
@@ -47,9 +48,10 @@ function refuseBeforeRouting(request: Request, response: Response, error: Domain
  * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
  * exercise the same pipeline. The app must be created with bodyParser: false.
  *
- * In order: the headers every answer carries, our request id among them;
- * metrics; the API key (before the body is read); the JSON body; what the
- * parser accepted but nothing may read; then Nest's guards, pipes and routes.
+ * In order: the replays EarlyReplay answers before Express; then the headers
+ * every answer carries, our request id among them; metrics; the API key
+ * (before the body is read); the JSON body; what the parser accepted but
+ * nothing may read; then Nest's guards, pipes and routes.
  */
 export function configureHttpApp(app: INestApplication): void {
   const config = app.get<AppConfig>(APP_CONFIG);
@@ -91,14 +93,8 @@ export function configureHttpApp(app: INestApplication): void {
   });
   app.use(httpMetricsMiddleware(app.get(Metrics)));
   app.use(authenticateBeforeBody(app.get(ClientsService), app.get(AuthFailureLimiter), [PROVIDER_EVENTS_PATH]));
-  app.use(
-    express.json({
-      limit: BODY_LIMIT,
-      strict: false,
-      type: 'application/json',
-      verify: keepRawBody,
-    }),
-  );
+  const body = new JsonBodyReader();
+  app.use(body.middleware);
   // Answered here, before any route or the request logger has run, so that a
   // failed authentication, a malformed or oversized body get their own code
   // (unauthenticated, body_invalid_json, body_too_large).
@@ -122,4 +118,20 @@ export function configureHttpApp(app: INestApplication): void {
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
 
   serveOpenApi(app);
+
+  const earlyReplay = new EarlyReplay({
+    clients: app.get(ClientsService),
+    authFailures: app.get(AuthFailureLimiter),
+    rateLimit: app.get(ClientRateLimit),
+    answers: app.get(AnswerCache),
+    metrics: app.get(Metrics),
+    body,
+    logRequest: requestLogger(),
+  });
+  const [pipeline, ...others] = server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
+  if (!pipeline || others.length > 0) throw new Error('configureHttpApp expects the HTTP server with Express as its only request listener');
+  server.removeListener('request', pipeline);
+  server.on('request', (request: IncomingMessage, response: ServerResponse) =>
+    earlyReplay.handle(request, response, () => pipeline(request, response)),
+  );
 }

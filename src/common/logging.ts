@@ -1,21 +1,35 @@
-import { LoggerModule } from 'nestjs-pino';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LoggerModule, PinoLogger } from 'nestjs-pino';
+import { type Options, pinoHttp } from 'pino-http';
 import type { AppConfig } from '../config/app-config';
 import { requestForLog } from './log-safety';
 import { requestIdFor } from './request-id';
 
-/** JSON logs, one line per request, tagged with a request id the response also carries. */
+/** One line per request, tagged with a request id the response also carries. */
+function requestLogOptions(): Options {
+  return {
+    // The id common/http-app.ts already sent back in X-Request-Id.
+    genReqId: requestIdFor,
+    customLogLevel: (_request, response, error) =>
+      error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
+    // Never log credentials: no credential header, no key-shaped string in the URL or any header.
+    serializers: { req: requestForLog },
+    autoLogging: { ignore: (request) => request.url?.startsWith('/health') ?? false },
+  };
+}
+
+/** JSON logs through pino; the request log line is written by Nest's middleware (see requestLogger). */
 export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string) {
-  return LoggerModule.forRoot({
-    pinoHttp: {
-      name,
-      level: config.logLevel,
-      // The id common/http-app.ts already sent back in X-Request-Id.
-      genReqId: requestIdFor,
-      customLogLevel: (_request, response, error) =>
-        error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
-      // Never log credentials: no credential header, no key-shaped string in the URL or any header.
-      serializers: { req: requestForLog },
-      autoLogging: { ignore: (request) => request.url?.startsWith('/health') ?? false },
-    },
-  });
+  return LoggerModule.forRoot({ pinoHttp: { name, level: config.logLevel, ...requestLogOptions() } });
+}
+
+/**
+ * The request log line for a request answered before Nest's middleware runs
+ * (EarlyReplay): the same line, through the same root logger, as
+ * loggingModule's middleware writes for every other request.
+ */
+export function requestLogger(): (request: IncomingMessage, response: ServerResponse) => void {
+  if (!PinoLogger.root) throw new Error('requestLogger needs the application built with loggingModule first');
+  const middleware = pinoHttp({ ...requestLogOptions(), logger: PinoLogger.root });
+  return (request, response) => middleware(request, response);
 }

@@ -1,0 +1,38 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type NextFunction } from 'express';
+import { keepRawBody } from './raw-body';
+
+/** Large enough for every field at its limit; anything bigger is refused unread. */
+const BODY_LIMIT = '64kb';
+
+const READ = Symbol('bodyRead');
+
+type ReadRequest = IncomingMessage & { [READ]?: { error: unknown } };
+
+/**
+ * The API's JSON body parser (express.json: UTF-8 only, 64 KB, the raw bytes
+ * kept for the duplicate-key pass and signatures), which reads a request's
+ * body at most once whoever asks first: EarlyReplay reads a body before
+ * Express sees the request, and when it hands the request on, the pipeline's
+ * `middleware` passes on what that reading found (the parser's error, or
+ * `request.body`) instead of reading an exhausted stream.
+ */
+export class JsonBodyReader {
+  private readonly parse = express.json({ limit: BODY_LIMIT, strict: false, type: 'application/json', verify: keepRawBody });
+
+  /** Reads and parses the body into `request.body`; resolves with the parser's error, undefined when it accepted the body. */
+  read(request: IncomingMessage, response: ServerResponse): Promise<unknown> {
+    return new Promise((resolve) => {
+      this.parse(request as express.Request, response as express.Response, (error?: unknown) => {
+        (request as ReadRequest)[READ] = { error };
+        resolve(error);
+      });
+    });
+  }
+
+  readonly middleware = (request: express.Request, response: express.Response, next: NextFunction): void => {
+    const earlier = (request as ReadRequest)[READ];
+    if (earlier) return next(earlier.error);
+    this.parse(request, response, next);
+  };
+}

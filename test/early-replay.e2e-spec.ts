@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import { startApiProcess, startProvider } from '../scripts/lib/processes';
+import { emptyTables } from '../scripts/lib/scratch-database';
+import { createDataSource } from '../src/database/data-source';
+import { PaymentCreationService } from '../src/payments/payment-creation.service';
+import { startInProcessStack, useInProcessStack } from './support/in-process-app';
+import { TEST_DATABASE_URL, createClient } from './support/test-env';
+
+/**
+ * EarlyReplay answers a retry of a finished payment before Express and Nest
+ * when this process holds the key's final answer. Each test tells the two
+ * paths apart by whether PaymentCreationService (behind the controller) was
+ * asked: the early answer must be the pipeline's, and whatever it cannot
+ * answer the same way must reach the pipeline with its body intact.
+ */
+
+jest.setTimeout(30_000);
+
+const BODY = { amount: 500, currency: 'USD', payment_method: 'pm_card_ok' };
+
+/** Headers that differ between any two answers, whoever writes them. */
+const PER_ANSWER = ['date', 'x-request-id', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'keep-alive', 'connection'];
+
+function stableHeaders(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_ANSWER.includes(name)));
+}
+
+describe('a replay answered before the framework', () => {
+  const stack = useInProcessStack();
+  let created: jest.SpyInstance;
+
+  beforeEach(() => {
+    created = jest.spyOn(stack.app.get(PaymentCreationService), 'create');
+  });
+  afterEach(() => created.mockRestore());
+
+  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyReplay, which takes only the exact spelling. */
+  function post(key: string, body: unknown, path = '/v1/payments') {
+    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body as object);
+  }
+
+  async function paymentCount(): Promise<number> {
+    const [row] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[];
+    return row.n;
+  }
+
+  it('is the answer the pipeline gives: status, bytes and headers, and the payment is not asked for', async () => {
+    const key = randomUUID();
+    const first = await post(key, BODY);
+    expect(first.status).toBe(201);
+    expect(created).toHaveBeenCalledTimes(1);
+
+    // Another spelling of the same JSON: the fingerprint, not the bytes, decides.
+    const early = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', key)
+      .set('Content-Type', 'application/json')
+      .send('{"payment_method":"pm_card_ok", "currency":"USD",\n"amount":500.0}');
+    expect(created).toHaveBeenCalledTimes(1);
+
+    const throughPipeline = await post(key, BODY, '/v1/payments/');
+    expect(created).toHaveBeenCalledTimes(2);
+
+    expect(early.status).toBe(201);
+    expect(early.text).toBe(first.text);
+    expect(early.headers['idempotent-replayed']).toBe('true');
+    expect(early.headers['x-request-id']).toMatch(/^req_/);
+    expect(early.headers['x-ratelimit-remaining']).toMatch(/^\d+$/);
+    expect(throughPipeline.status).toBe(201);
+    expect(throughPipeline.text).toBe(early.text);
+    expect(stableHeaders(early.headers)).toEqual(stableHeaders(throughPipeline.headers));
+    expect(await paymentCount()).toBe(1);
+  });
+
+  it('is counted as a request: the payment and HTTP metrics move as through the pipeline', async () => {
+    const key = randomUUID();
+    await post(key, BODY);
+    const metric = async (line: RegExp) => Number(line.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+    const replays = /payment_answers_total\{status="201",replayed="true"\} (\d+)/;
+    const posts = /http_request_duration_seconds_count\{method="POST",route="\/v1\/payments",status="201"\} (\d+)/;
+    const [replaysBefore, postsBefore] = [await metric(replays), await metric(posts)];
+
+    expect((await post(key, BODY)).status).toBe(201);
+    expect(created).toHaveBeenCalledTimes(1);
+
+    expect(await metric(replays)).toBe(replaysBefore + 1);
+    expect(await metric(posts)).toBe(postsBefore + 1);
+  });
+
+  it('hands on every request it cannot answer the same way, body and all, and the pipeline answers it', async () => {
+    const key = randomUUID();
+    expect((await post(key, BODY)).status).toBe(201);
+    const raw = (text: string) =>
+      request(stack.url)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${stack.apiKey}`)
+        .set('Idempotency-Key', key)
+        .set('Content-Type', 'application/json')
+        .send(text);
+
+    const reused = await post(key, { ...BODY, amount: 501 });
+    expect(reused.status).toBe(422);
+    expect(reused.body.error.code).toBe('idempotency_key_reused');
+    // Invalid before it is a reuse, as the pipeline orders them.
+    const invalid = await post(key, { ...BODY, amount: -1 });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(created).toHaveBeenCalledTimes(2);
+
+    // Refused by the middleware before any route: the parser's error, read once, reaches it.
+    expect((await raw('{"amount": 500,')).body.error.code).toBe('body_invalid_json');
+    expect((await raw(JSON.stringify({ ...BODY, x: 'y'.repeat(70_000) }))).status).toBe(413);
+    const twice = await raw('{"amount":500,"amount":500,"currency":"USD","payment_method":"pm_card_ok"}');
+    expect(twice.status).toBe(400);
+    expect(twice.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(created).toHaveBeenCalledTimes(2);
+
+    // A replay again once the bad ones are gone: nothing above changed the key.
+    expect((await post(key, BODY)).headers['idempotent-replayed']).toBe('true');
+    expect(created).toHaveBeenCalledTimes(2);
+    expect(await paymentCount()).toBe(1);
+  });
+});
+
+describe('limits on early replays', () => {
+  it('counts them against the client’s rate limit, and past it answers the guard’s 429', async () => {
+    const stack = await startInProcessStack({ config: { RATE_LIMIT_REQUESTS: '3' } });
+    try {
+      const key = randomUUID();
+      const post = (path = '/v1/payments') =>
+        request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(BODY);
+      const created = jest.spyOn(stack.app.get(PaymentCreationService), 'create');
+
+      expect((await post()).status).toBe(201);
+      const early = await post();
+      expect(early.headers['x-ratelimit-remaining']).toBe('1');
+      expect((await post()).status).toBe(201);
+      const limited = await post();
+      const limitedByGuard = await post('/v1/payments/');
+
+      expect(created).toHaveBeenCalledTimes(1);
+      expect(limited.status).toBe(429);
+      expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(limitedByGuard.status).toBe(429);
+      expect(stableHeaders(limited.headers)).toEqual(stableHeaders(limitedByGuard.headers));
+      expect(limited.body).toEqual(limitedByGuard.body);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  it('does not answer while an address is refused for failed authentications: the refusal is the pipeline’s', async () => {
+    const stack = await startInProcessStack({ config: { AUTH_FAILURE_LIMIT: '1' } });
+    try {
+      const key = randomUUID();
+      const post = (auth: string) =>
+        request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${auth}`).set('Idempotency-Key', key).send(BODY);
+      expect((await post(stack.apiKey)).status).toBe(201);
+
+      expect((await post(`sk_${'x'.repeat(43)}`)).status).toBe(401);
+      // The test's own address is now refused, whatever key it sends.
+      const refused = await post(stack.apiKey);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.message).toMatch(/failed authentications/);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe('an early replay’s log line', () => {
+  it('is the request log line the pipeline writes, with the answer’s request id', async () => {
+    const provider = await startProvider();
+    const api = await startApiProcess({ NODE_ENV: 'test', LOG_LEVEL: 'info', DATABASE_URL: TEST_DATABASE_URL, PROVIDER_URL: provider.url });
+    try {
+      const dataSource = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
+      let apiKey: string;
+      try {
+        await emptyTables(dataSource);
+        apiKey = (await createClient(dataSource)).apiKey;
+      } finally {
+        await dataSource.destroy();
+      }
+      const post = () =>
+        fetch(`${api.url}/v1/payments`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${apiKey}`, 'Idempotency-Key': 'logged', 'Content-Type': 'application/json' },
+          body: JSON.stringify(BODY),
+        });
+      const first = await post();
+      const replay = await post();
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+
+      const lineOf = async (response: Response) => {
+        const id = response.headers.get('x-request-id');
+        return (await api.waitForLine(({ json }) => (json?.req as { id?: string } | undefined)?.id === id)).json as Record<string, unknown>;
+      };
+      const [created, replayed] = [await lineOf(first), await lineOf(replay)];
+      expect(replayed).toMatchObject({ msg: 'request completed', name: 'payments-api', res: { statusCode: 201 } });
+      expect(replayed.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
+      expect(Object.keys(replayed).sort()).toEqual(Object.keys(created).sort());
+      expect(api.output().join('\n')).not.toContain(apiKey);
+    } finally {
+      await api.stop();
+      await provider.stop();
+    }
+  });
+});
