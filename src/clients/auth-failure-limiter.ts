@@ -43,7 +43,7 @@ export class AuthFailureLimiter {
   /**
    * Whether some address may be refused now: false means refusingForSeconds
    * is 0 for every address, so a caller that cannot tell the request's
-   * address cheaply (EarlyReplay, before Express) need not ask.
+   * address cheaply (EarlyAnswers, before Express) need not ask.
    */
   mayRefuseSome(): boolean {
     return Date.now() < this.refusingSomeUntil;

@@ -12,8 +12,8 @@ export interface RateLimitVerdict {
  * Rate limits per API client, counted in this process's memory: payments keep
  * flowing when Redis is down, and with N API processes a client's ceiling is
  * N times the limit. One budget per client across every route. Taken by
- * ClientThrottlerGuard for the routes Nest serves and by EarlyReplay for the
- * replays it answers first, so both count against the same window and answer
+ * ClientThrottlerGuard for the routes Nest serves and by EarlyAnswers for the
+ * requests it answers first, so both count against the same window and answer
  * with the same headers (those @nestjs/throttler's guard sent: X-RateLimit-*
  * while under the limit, Retry-After past it). A 429 is never stored on an
  * idempotency key: the key has not been read yet.

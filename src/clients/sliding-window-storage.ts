@@ -30,7 +30,7 @@ interface Hits {
  * proportion to its limit (6,000 timestamps at the default); here expired
  * hits are skipped from the front of a queue, each once.
  *
- * Synchronous, so that a request answered before Nest (EarlyReplay) counts
+ * Synchronous, so that a request answered before Nest (EarlyAnswers) counts
  * against the same window without waiting a tick. Only the blocking
  * behaviour is kept: blockDuration is always positive (ClientRateLimit passes
  * the window).

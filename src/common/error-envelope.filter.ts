@@ -4,18 +4,16 @@ import { DomainError } from './domain-error';
 import { errorReply, fromHttpException, fromInfrastructureError, isServerError, methodNotAllowed } from './error-envelope';
 import { errorForLog } from './log-safety';
 import { TransportError, TransportErrorCode } from './transport-error';
+import type { HttpReply } from './http-reply';
 import { requestIdFor } from './request-id';
 
 /**
- * Every error from every layer leaves in the one envelope. Anything that is
- * not a known error is a 500 that says nothing of the internals, carries the
- * request id, and is logged in full under that id. No route for the request
- * is a 405 with Allow where the path has routes for other methods.
+ * Every error from every layer leaves in the one envelope (replyForError).
+ * No route for the request is a 405 with Allow where the path has routes
+ * for other methods.
  */
 @Catch()
 export class ErrorEnvelopeFilter implements ExceptionFilter {
-  private readonly logger = new Logger('ErrorEnvelope');
-
   /** `allowedAt`: the methods the app's routes answer at the request's path. */
   constructor(private readonly allowedAt: (request: Request) => string[]) {}
 
@@ -23,25 +21,12 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const context = host.switchToHttp();
     const request = context.getRequest<Request>();
     const response = context.getResponse<Response>();
-    const requestId = requestIdFor(request);
-
-    const known =
-      exception instanceof DomainError || exception instanceof TransportError
-        ? exception
-        : exception instanceof HttpException
-          ? fromHttpException(exception)
-          : fromInfrastructureError(exception);
-    const error = this.withMethods(
-      known ?? new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.'),
-      request,
-    );
-    const serverError = isServerError(error);
-    if (serverError) this.logger.error({ msg: 'request failed', requestId, code: error.code, err: errorForLog(exception) });
+    const known = asApiError(exception);
+    const reply = replyForError(exception, requestIdFor(request), known && this.withMethods(known, request));
     if (response.headersSent) {
       response.destroy();
       return;
     }
-    const reply = errorReply(error, serverError ? { request_id: requestId } : {});
     response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
   }
 
@@ -50,4 +35,26 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const allow = this.allowedAt(request);
     return allow.length === 0 ? error : methodNotAllowed(request.method, allow);
   }
+}
+
+const logger = new Logger('ErrorEnvelope');
+
+/** What the API says of a thrown value, when it knows: its own errors, Nest's HTTP exceptions, an infrastructure failure. */
+function asApiError(exception: unknown): DomainError | TransportError | undefined {
+  if (exception instanceof DomainError || exception instanceof TransportError) return exception;
+  return exception instanceof HttpException ? fromHttpException(exception) : fromInfrastructureError(exception);
+}
+
+/**
+ * The envelope for anything thrown while answering a request, whoever
+ * answers it (this filter, or EarlyAnswers before Nest). Anything unknown
+ * is a 500 that says nothing of the internals, carries the request id, and
+ * is logged in full under that id. `known`: asApiError's reading, when the
+ * caller has refined it.
+ */
+export function replyForError(exception: unknown, requestId: string, known = asApiError(exception)): HttpReply {
+  const error = known ?? new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.');
+  const serverError = isServerError(error);
+  if (serverError) logger.error({ msg: 'request failed', requestId, code: error.code, err: errorForLog(exception) });
+  return errorReply(error, serverError ? { request_id: requestId } : {});
 }

@@ -9,7 +9,8 @@ import { APP_CONFIG, type AppConfig } from '../config/app-config';
 import { AnswerCache } from '../idempotency/answer-cache';
 import { Metrics } from '../metrics/metrics';
 import { httpMetricsMiddleware } from '../metrics/http-metrics';
-import { EarlyReplay } from '../payments/early-replay';
+import { EarlyAnswers } from '../payments/early-answers';
+import { PaymentLookupService } from '../payments/payment-lookup.service';
 import { PROVIDER_EVENTS_PATH } from '../provider-events/provider-events.controller';
 import { allowedMethods } from './allowed-methods';
 import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './client-error';
@@ -48,7 +49,7 @@ function refuseBeforeRouting(request: Request, response: Response, error: Domain
  * HTTP set-up shared by the API's entry point and the e2e tests, so the tests
  * exercise the same pipeline. The app must be created with bodyParser: false.
  *
- * In order: the replays EarlyReplay answers before Express; then the headers
+ * In order: what EarlyAnswers answers before Express; then the headers
  * every answer carries, our request id among them; metrics; the API key
  * (before the body is read); the JSON body; what the parser accepted but
  * nothing may read; then Nest's guards, pipes and routes.
@@ -119,11 +120,12 @@ export function configureHttpApp(app: INestApplication): void {
 
   serveOpenApi(app);
 
-  const earlyReplay = new EarlyReplay({
+  const early = new EarlyAnswers({
     clients: app.get(ClientsService),
     authFailures: app.get(AuthFailureLimiter),
     rateLimit: app.get(ClientRateLimit),
     answers: app.get(AnswerCache),
+    lookup: app.get(PaymentLookupService),
     metrics: app.get(Metrics),
     body,
     logRequest: requestLogger(),
@@ -132,6 +134,6 @@ export function configureHttpApp(app: INestApplication): void {
   if (!pipeline || others.length > 0) throw new Error('configureHttpApp expects the HTTP server with Express as its only request listener');
   server.removeListener('request', pipeline);
   server.on('request', (request: IncomingMessage, response: ServerResponse) =>
-    earlyReplay.handle(request, response, () => pipeline(request, response)),
+    early.handle(request, response, () => pipeline(request, response)),
   );
 }

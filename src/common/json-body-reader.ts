@@ -12,7 +12,7 @@ type ReadRequest = IncomingMessage & { [READ]?: { error: unknown } };
 /**
  * The API's JSON body parser (express.json: UTF-8 only, 64 KB, the raw bytes
  * kept for the duplicate-key pass and signatures), which reads a request's
- * body at most once whoever asks first: EarlyReplay reads a body before
+ * body at most once whoever asks first: EarlyAnswers reads a body before
  * Express sees the request, and when it hands the request on, the pipeline's
  * `middleware` passes on what that reading found (the parser's error, or
  * `request.body`) instead of reading an exhausted stream.

@@ -25,7 +25,7 @@ export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string)
 
 /**
  * The request log line for a request answered before Nest's middleware runs
- * (EarlyReplay): the same line, through the same root logger, as
+ * (EarlyAnswers): the same line, through the same root logger, as
  * loggingModule's middleware writes for every other request.
  */
 export function requestLogger(): (request: IncomingMessage, response: ServerResponse) => void {

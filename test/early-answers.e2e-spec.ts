@@ -3,16 +3,18 @@ import request from 'supertest';
 import { startApiProcess, startProvider } from '../scripts/lib/processes';
 import { emptyTables } from '../scripts/lib/scratch-database';
 import { createDataSource } from '../src/database/data-source';
+import { ClientThrottlerGuard } from '../src/clients/client-throttler.guard';
 import { PaymentCreationService } from '../src/payments/payment-creation.service';
 import { startInProcessStack, useInProcessStack } from './support/in-process-app';
 import { TEST_DATABASE_URL, createClient } from './support/test-env';
 
 /**
- * EarlyReplay answers a retry of a finished payment before Express and Nest
- * when this process holds the key's final answer. Each test tells the two
- * paths apart by whether PaymentCreationService (behind the controller) was
- * asked: the early answer must be the pipeline's, and whatever it cannot
- * answer the same way must reach the pipeline with its body intact.
+ * EarlyAnswers answers a retry of a finished payment whose final answer this
+ * process holds, and a read of one payment, before Express and Nest. The
+ * tests tell the two paths apart by whether PaymentCreationService (behind
+ * the controller) or the routes' rate-limit guard ran: the early answer must
+ * be the pipeline's, and whatever it cannot answer the same way must reach
+ * the pipeline with its body intact.
  */
 
 jest.setTimeout(30_000);
@@ -35,7 +37,7 @@ describe('a replay answered before the framework', () => {
   });
   afterEach(() => created.mockRestore());
 
-  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyReplay, which takes only the exact spelling. */
+  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyAnswers, which takes only the exact spelling. */
   function post(key: string, body: unknown, path = '/v1/payments') {
     return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body as object);
   }
@@ -124,7 +126,65 @@ describe('a replay answered before the framework', () => {
   });
 });
 
-describe('limits on early replays', () => {
+describe('a read of one payment answered before the framework', () => {
+  const stack = useInProcessStack();
+  let guarded: jest.SpyInstance;
+
+  beforeEach(() => {
+    guarded = jest.spyOn(ClientThrottlerGuard.prototype, 'canActivate');
+  });
+  afterEach(() => guarded.mockRestore());
+
+  /** With a query the path is the same route to Express, but not to EarlyAnswers. */
+  const get = (path: string) => request(stack.url).get(path).set('Authorization', `Bearer ${stack.apiKey}`);
+
+  it('is the answer the pipeline gives, for a payment and for none', async () => {
+    const created = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send(BODY);
+    guarded.mockClear();
+    for (const id of [created.body.id as string, 'pay_01JZZZZZZZZZZZZZZZZZZZZZZZ', 'not-a-payment-id']) {
+      const early = await get(`/v1/payments/${id}`);
+      expect(guarded).not.toHaveBeenCalled();
+      const throughPipeline = await get(`/v1/payments/${id}?via=pipeline`);
+      expect(guarded).toHaveBeenCalledTimes(1);
+      guarded.mockClear();
+
+      expect(early.status).toBe(id === created.body.id ? 200 : 404);
+      expect(early.text).toBe(throughPipeline.text);
+      expect(early.status).toBe(throughPipeline.status);
+      expect(stableHeaders(early.headers)).toEqual(stableHeaders(throughPipeline.headers));
+    }
+    expect(JSON.parse((await get(`/v1/payments/${created.body.id}`)).text)).toEqual(created.body);
+  });
+
+  it('is counted in the HTTP metrics under the route', async () => {
+    const created = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send(BODY);
+    const reads = /http_request_duration_seconds_count\{method="GET",route="\/v1\/payments\/:id",status="200"\} (\d+)/;
+    const count = async () => Number(reads.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+    const before = await count();
+    guarded.mockClear();
+
+    expect((await get(`/v1/payments/${created.body.id}`)).status).toBe(200);
+    expect(guarded).not.toHaveBeenCalled();
+    expect(await count()).toBe(before + 1);
+  });
+
+  it('leaves to the pipeline a read it does not know how to answer the same way', async () => {
+    // No key: the pipeline's 401. A key it has not seen yet: the pipeline looks it up.
+    expect((await request(stack.url).get('/v1/payments/pay_x')).status).toBe(401);
+    expect((await get('/v1/payments/pay_%41')).status).toBe(404);
+    expect(guarded).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('limits on early answers', () => {
   it('counts them against the client’s rate limit, and past it answers the guard’s 429', async () => {
     const stack = await startInProcessStack({ config: { RATE_LIMIT_REQUESTS: '3' } });
     try {
@@ -147,6 +207,8 @@ describe('limits on early replays', () => {
       expect(limitedByGuard.status).toBe(429);
       expect(stableHeaders(limited.headers)).toEqual(stableHeaders(limitedByGuard.headers));
       expect(limited.body).toEqual(limitedByGuard.body);
+      // One budget: a read answered early is refused too.
+      expect((await request(stack.url).get('/v1/payments/pay_x').set('Authorization', `Bearer ${stack.apiKey}`)).status).toBe(429);
     } finally {
       await stack.stop();
     }

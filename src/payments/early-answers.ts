@@ -1,0 +1,161 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthFailureLimiter } from '../clients/auth-failure-limiter';
+import type { ClientRateLimit } from '../clients/client-rate-limit';
+import type { ClientsService } from '../clients/clients.service';
+import { errorReply } from '../common/error-envelope';
+import { replyForError } from '../common/error-envelope.filter';
+import { ANSWER_HEADERS, type HttpReply } from '../common/http-reply';
+import { parsedBodyProblem } from '../common/json-body';
+import type { JsonBodyReader } from '../common/json-body-reader';
+import { REQUEST_ID_HEADER, requestIdFor } from '../common/request-id';
+import type { AnswerCache } from '../idempotency/answer-cache';
+import { parseIdempotencyKey, requestFingerprint } from '../idempotency/idempotency-key';
+import type { Metrics } from '../metrics/metrics';
+import type { PaymentLookupService } from './payment-lookup.service';
+
+/** The routes as Express names them (the metrics' route label, and the fingerprint's path). */
+const PAYMENTS_ROUTE = '/v1/payments';
+const PAYMENT_ROUTE = '/v1/payments/:id';
+
+/** One payment's path as the client that polls it spells it; an id with %-escapes is left to Express to decode. */
+const PAYMENT_PATH = /^\/v1\/payments\/([^/?%]+)$/;
+
+export interface EarlyAnswersParts {
+  clients: ClientsService;
+  authFailures: AuthFailureLimiter;
+  rateLimit: ClientRateLimit;
+  answers: AnswerCache;
+  lookup: PaymentLookupService;
+  metrics: Metrics;
+  body: JsonBodyReader;
+  /** The request log line (pino-http), started once a request is known to be answered here. */
+  logRequest: (request: IncomingMessage, response: ServerResponse) => void;
+}
+
+/** What is sent: the reply and the rate limit's headers. */
+interface Answer {
+  limitHeaders: Record<string, string>;
+  reply: HttpReply;
+}
+
+type Ask = { request: IncomingMessage; response: ServerResponse; clientId: string };
+
+/**
+ * The two answers clients ask for again and again, served before Express and
+ * Nest see the request: a retry of a finished payment whose final answer this
+ * process holds (AnswerCache), and a read of one payment, the poll that
+ * follows a 202. In a retry storm or a polling loop they are most of the
+ * traffic, and through the framework each cost two to three times its own
+ * work. They are answered with the services the routes use, counted against
+ * the same rate limit (ClientRateLimit: past it, the guard's 429), with the
+ * same headers, metrics and request log line; everything else, and every
+ * request not spelled exactly as below, goes to the full pipeline untouched
+ * (`handOn`), but for a body already read (JsonBodyReader).
+ *
+ * Common to both: a Host header, and an API key this process knows without
+ * a lookup while no address is refused for failed authentications.
+ *
+ * - Replay: `POST /v1/payments` with a well-formed key whose final answer is
+ *   here, and a body the parser and the body checks accept whose fingerprint
+ *   is the key's. Such a body is the one the key was claimed with, which
+ *   passed validation then, so validation is not run again. Anything else
+ *   (another body on the key, a body the checks refuse) is handed on once
+ *   the body is read, to be answered as before.
+ * - Read: `GET /v1/payments/{id}` without a body or query: the lookup the
+ *   route makes, its answer or its error in the filter's envelope.
+ */
+export class EarlyAnswers {
+  constructor(private readonly parts: EarlyAnswersParts) {}
+
+  /** Answers `request`, or calls `handOn` to let the full pipeline answer it. */
+  handle(request: IncomingMessage, response: ServerResponse, handOn: () => void): void {
+    if (request.method === 'POST' && request.url === PAYMENTS_ROUTE) {
+      const clientId = this.knownClient(request);
+      const key = clientId === undefined ? undefined : this.cachedKey(request, clientId);
+      if (clientId === undefined || key === undefined) return handOn();
+      return this.replay({ request, response, clientId }, key, handOn);
+    }
+    const id = request.method === 'GET' ? PAYMENT_PATH.exec(request.url ?? '')?.[1] : undefined;
+    if (id !== undefined && !hasBody(request)) {
+      const clientId = this.knownClient(request);
+      if (clientId === undefined) return handOn();
+      return this.read({ request, response, clientId }, id);
+    }
+    handOn();
+  }
+
+  private knownClient(request: IncomingMessage): string | undefined {
+    if (request.headers.host === undefined || this.parts.authFailures.mayRefuseSome()) return undefined;
+    return this.parts.clients.knownClient(request.headersDistinct.authorization)?.id;
+  }
+
+  /** The request's idempotency key, when its final answer is here. */
+  private cachedKey(request: IncomingMessage, clientId: string): string | undefined {
+    let key: string;
+    try {
+      key = parseIdempotencyKey(request.headersDistinct['idempotency-key']);
+    } catch {
+      return undefined;
+    }
+    return this.parts.answers.get(clientId, key) ? key : undefined;
+  }
+
+  private replay(ask: Ask, key: string, handOn: () => void): void {
+    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'POST', route: PAYMENTS_ROUTE });
+    void this.parts.body.read(ask.request, ask.response).then((error) => {
+      // Whatever goes wrong here (a body the fingerprint cannot take), the pipeline answers it as it would have.
+      let answer: Answer | undefined;
+      try {
+        answer = error === undefined ? this.replayOf(ask, key) : undefined;
+      } catch {
+        answer = undefined;
+      }
+      if (!answer) return handOn();
+      this.send(ask, answer, endTimer);
+    });
+  }
+
+  /** The replay once the body is in (or the rate limit's 429); undefined to hand on. */
+  private replayOf({ request, clientId }: Ask & { request: { body?: unknown } }, key: string): Answer | undefined {
+    if (parsedBodyProblem(request)) return undefined;
+    // Asked again: the key may have expired while its body arrived.
+    const known = this.parts.answers.get(clientId, key);
+    if (!known || known.fingerprint !== requestFingerprint('POST', PAYMENTS_ROUTE, request.body)) return undefined;
+    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
+    if (refusal) return { limitHeaders, reply: errorReply(refusal) };
+    const reply: HttpReply = { ...known.response, headers: { 'Idempotent-Replayed': 'true' } };
+    this.parts.metrics.paymentAnswers.inc({ status: String(reply.status), replayed: 'true' });
+    return { limitHeaders, reply };
+  }
+
+  private read(ask: Ask, id: string): void {
+    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'GET', route: PAYMENT_ROUTE });
+    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(ask.clientId);
+    if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
+    this.parts.lookup.get(ask.clientId, id).then(
+      (payment) => this.send(ask, { limitHeaders, reply: { status: 200, body: JSON.stringify(payment), headers: {} } }, endTimer),
+      (error: unknown) => this.send(ask, { limitHeaders, reply: replyForError(error, requestIdFor(ask.request)) }, endTimer),
+    );
+  }
+
+  /** Logs, times and writes the answer, with the headers Express would write, in its order. */
+  private send({ request, response }: Ask, { limitHeaders, reply }: Answer, endTimer: (labels: { status: string }) => void): void {
+    this.parts.logRequest(request, response);
+    response.once('finish', () => endTimer({ status: String(response.statusCode) }));
+    response
+      .writeHead(reply.status, {
+        ...ANSWER_HEADERS,
+        [REQUEST_ID_HEADER]: requestIdFor(request),
+        ...limitHeaders,
+        ...reply.headers,
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(reply.body),
+      })
+      .end(reply.body);
+  }
+}
+
+/** As the body parser decides whether there is a body to read. */
+function hasBody(request: IncomingMessage): boolean {
+  return request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
+}
