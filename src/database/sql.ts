@@ -1,11 +1,27 @@
+import type { Pool } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
+import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 
 /**
- * Rows of a raw statement. TypeORM's postgres driver answers UPDATE and DELETE
- * with [rows, rowCount] and everything else with rows; callers want rows.
+ * Rows of a raw statement. One outside a transaction goes straight to the
+ * data source's pool: through TypeORM, each makes, connects and releases a
+ * QueryRunner and broadcasts query events nobody listens to, about half as
+ * much CPU again as the driver's own work (0.29 against 0.20 ms a statement,
+ * 16 at a time on the development machine). Its failures are wrapped as
+ * TypeORM wraps them, so that they are read (isUniqueViolation, the
+ * envelope) and logged (never their parameters) the same. In a transaction,
+ * TypeORM's postgres driver answers UPDATE and DELETE with [rows, rowCount]
+ * and everything else with rows; callers want rows.
  */
 export async function queryRows<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
+  if (!db.queryRunner) {
+    try {
+      return (await poolOf(db).query(text, params)).rows as T[];
+    } catch (error) {
+      throw new QueryFailedError(text, params, error as Error);
+    }
+  }
   const result: unknown = await db.query(text, params);
   if (
     Array.isArray(result) &&
@@ -16,6 +32,10 @@ export async function queryRows<T>(db: EntityManager, text: string, params: unkn
     return result[0] as T[];
   }
   return result as T[];
+}
+
+function poolOf(db: EntityManager): Pool {
+  return (db.connection.driver as PostgresDriver).master as Pool;
 }
 
 export async function queryRow<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T | undefined> {
