@@ -458,7 +458,7 @@ function table(report: Report): string {
   const k = report.soak;
   if (k) {
     const samples = k.samples.map((sample) => `${sample.t_s}s:${sample.rss_mb}`).join(' ');
-    lines.push(`soak: ${k.seconds} s of creates at ${k.rps.toFixed(0)} req/s; API RSS MB ${samples}; trend ${k.rss_mb_per_min} MB/min`);
+    lines.push(`soak: ${k.seconds} s of creates at ${k.rps.toFixed(0)} req/s; API RSS MB ${samples}; trend ${k.rss_mb_per_min} MB/min, ${k.rss_mb_per_min_second_half} over the second half`);
   }
   lines.push(`payments ${report.payments}, provider charges ${report.provider_charges}; the run took ${report.elapsed_s} s`, '');
   return lines.join('\n');

@@ -37,19 +37,12 @@ import type { ChargeInput } from '../../src/provider/provider.client';
  */
 
 /**
- * What the repositories use of an EntityManager: `query(text, params)`,
- * answered with the rows (queryRows takes rows or TypeORM's [rows, count]);
- * outside a transaction, the pool too, which queryRows reaches through the
- * data source's driver; in one, a queryRunner, which tells queryRows so.
+ * What the repositories call on an EntityManager: `query(text, params)`,
+ * answered with the rows (queryRows takes rows or TypeORM's [rows, count]).
  */
-function managerOver(pool: Pool): EntityManager {
-  const query = async (text: string, params?: unknown[]) => (await pool.query(text, params)).rows;
-  return { query, connection: { driver: { master: pool } } } as unknown as EntityManager;
-}
-
-function transactionManagerOver(connection: PoolClient): EntityManager {
-  const query = async (text: string, params?: unknown[]) => (await connection.query(text, params)).rows;
-  return { query, queryRunner: connection } as unknown as EntityManager;
+function managerOver(runner: Pool | PoolClient): EntityManager {
+  const query = async (text: string, params?: unknown[]) => (await runner.query(text, params)).rows;
+  return { query } as unknown as EntityManager;
 }
 
 /** What DataSource.transaction does (for the outcome's commit): BEGIN, the work, COMMIT, on one connection of the pool. */
@@ -58,7 +51,7 @@ async function transaction<T>(pool: Pool, work: (db: EntityManager) => Promise<T
   let broken: Error | undefined;
   try {
     await connection.query('BEGIN');
-    const result = await work(transactionManagerOver(connection));
+    const result = await work(managerOver(connection));
     await connection.query('COMMIT');
     return result;
   } catch (error) {

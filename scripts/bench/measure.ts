@@ -204,6 +204,8 @@ export interface SoakFigures {
   samples: { t_s: number; rss_mb: number }[];
   /** Least-squares slope of the samples. */
   rss_mb_per_min: number;
+  /** The same over the second half only: once the caches have filled, whether anything still grows. */
+  rss_mb_per_min_second_half: number;
 }
 
 /** Load for `seconds` while the server's RSS is read every few seconds. */
@@ -230,8 +232,13 @@ export async function soak(
     requests: figures.requests,
     rps: figures.rps,
     samples,
-    rss_mb_per_min: round(slope(samples.map((s) => [s.t_s / 60, s.rss_mb]))),
+    rss_mb_per_min: trend(samples),
+    rss_mb_per_min_second_half: trend(samples.filter((s) => s.t_s >= options.seconds / 2)),
   };
+}
+
+function trend(samples: SoakFigures['samples']): number {
+  return round(slope(samples.map((s) => [s.t_s / 60, s.rss_mb])));
 }
 
 function slope(points: [number, number][]): number {
