@@ -218,77 +218,49 @@ describe('ReconciliationService', () => {
         { status: 'failed', providerChargeId: 'ch_1', failureCode: 'card_declined' },
         402,
       ],
-    ])('records %s found by the lookup under its lease, submitting nothing', async (_name, found, outcome, status) => {
+    ])('records %s from one call presenting the charge under its key and its lease', async (_name, answered, outcome, status) => {
       const { sut, db, keys, payments, provider, dataSource, config, takesLease, finds, recordsOutcome } = setup();
       const leaseTaken = takesLease();
       const payment = aPayment();
       finds(payment);
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: answered });
       recordsOutcome();
 
       expect(await sut.reconcile(PAY_1)).toBe('settled');
 
       // One call, no in-call retries: the reconciliation ladder is this hop's only retry layer.
-      expect(provider.getCharge).toHaveBeenCalledWith('pk_pay_1', {
-        clientId: 'client_1',
-        maxAttempts: 1,
-        deadlineMs: config.provider.deadlineMs,
-      });
+      // The provider's POST is idempotent per provider key: a charge it holds is
+      // answered as it now is, one it never received is made, never a second.
+      expect(provider.createCharge).toHaveBeenCalledTimes(1);
+      const [input, options] = provider.createCharge.mock.calls[0];
+      expect(input).toEqual(chargeInputFor(payment));
+      expect(input.providerKey).toBe('pk_pay_1');
+      expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs });
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
       expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining(outcome));
       expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
-      // provider.createCharge is not stubbed: a found charge is never submitted again.
+      // provider.getCharge and keys.renewLease are not stubbed: no lookup first,
+      // and a fresh lease outlasts the call without a statement.
     });
 
-    it('submits a charge the provider never received under the same key, within the deadline left', async () => {
+    it('renews a lease that might run out during the call before presenting the charge', async () => {
       jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, db, keys, payments, provider, config, takesLease, finds, recordsOutcome } = setup();
+      const { sut, db, keys, payments, provider, config, takesLease, recordsOutcome } = setup();
       const leaseTaken = takesLease();
-      const payment = aPayment();
-      finds(payment);
-      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
-        // The lookup spends part of the one deadline both calls share.
-        jest.advanceTimersByTime(3_000);
-        return { kind: 'not_found' as const };
+      payments.findForClient = jest.fn(async (_db, _clientId, _id) => {
+        // A stall shorter than the lease, but too long for the lease to outlast the call.
+        jest.advanceTimersByTime(config.idempotency.leaseMs - config.provider.deadlineMs + 1);
+        return aPayment();
       });
+      keys.renewLease = jest.fn().mockResolvedValue(true);
       provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
       recordsOutcome();
 
       expect(await sut.reconcile(PAY_1)).toBe('settled');
 
-      expect(provider.createCharge).toHaveBeenCalledTimes(1);
-      const [input, options] = provider.createCharge.mock.calls[0];
-      expect(input).toEqual(chargeInputFor(payment));
-      expect(input.providerKey).toBe('pk_pay_1');
-      expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
-      expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
-      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, {
-        status: 'succeeded',
-        providerChargeId: 'ch_1',
-      });
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 201 }), expect.any(Number));
-    });
-
-    it('does not submit once the lookup has used up the deadline: it postpones and counts the attempt', async () => {
-      jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, payments, provider, config, takesLease, finds, postpones } = setup();
-      takesLease();
-      finds(aPayment());
-      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
-        jest.advanceTimersByTime(config.provider.deadlineMs);
-        return { kind: 'not_found' as const };
-      });
-      postpones();
-
-      expect(await sut.reconcile(PAY_1)).toBe('postponed');
-
-      // provider.createCharge is not stubbed: a call with no time left would have thrown.
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(
-        expect.anything(),
-        PAY_1,
-        expect.objectContaining({ countAttempt: true }),
-      );
+      expect(keys.renewLease).toHaveBeenCalledWith(db, leaseTaken(), config.idempotency.leaseMs);
+      expect(keys.renewLease.mock.invocationCallOrder[0]).toBeLessThan(provider.createCharge.mock.invocationCallOrder[0]);
     });
 
     it('submits nothing when it stalled past its lease and the lease was taken over', async () => {
@@ -300,7 +272,6 @@ describe('ReconciliationService', () => {
         jest.advanceTimersByTime(config.idempotency.leaseMs);
         return aPayment();
       });
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'not_found' });
       keys.renewLease = jest.fn().mockResolvedValue(false);
 
       expect(await sut.reconcile(PAY_1)).toBe('skipped');
@@ -310,16 +281,13 @@ describe('ReconciliationService', () => {
     });
 
     it.each([
-      ['the provider holds the charge as pending', { kind: 'found', charge: pendingCharge }, undefined],
-      ['the lookup got no answer in time', noAnswer, undefined],
-      ['the submitted charge is pending', { kind: 'not_found' }, { kind: 'answered', charge: pendingCharge }],
-      ['the submission got no answer in time', { kind: 'not_found' }, noAnswer],
-    ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, lookup, submitted) => {
+      ['the provider holds the charge as pending', { kind: 'answered', charge: pendingCharge }],
+      ['the call got no answer in time', noAnswer],
+    ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, answer) => {
       const { sut, db, keys, payments, provider, takesLease, finds, postpones } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: 2 }));
-      provider.getCharge = jest.fn().mockResolvedValue(lookup);
-      if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+      provider.createCharge = jest.fn().mockResolvedValue(answer);
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -344,7 +312,7 @@ describe('ReconciliationService', () => {
       jest.spyOn(Math, 'random').mockReturnValue(random);
       takesLease();
       finds(aPayment({ reconcileAttempts: attempts }));
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: pendingCharge });
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -364,7 +332,7 @@ describe('ReconciliationService', () => {
       jest.spyOn(Math, 'random').mockReturnValue(0.9999);
       takesLease();
       finds(aPayment({ reconcileAttempts: 30 }));
-      provider.getCharge = jest.fn().mockResolvedValue(noAnswer);
+      provider.createCharge = jest.fn().mockResolvedValue(noAnswer);
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -374,22 +342,14 @@ describe('ReconciliationService', () => {
       expect(delayMs).toBeLessThanOrEqual(config.reconcile.backoffCapMs);
     });
 
-    it.each([
-      ['the lookup', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }, undefined],
-      [
-        'the submission',
-        { kind: 'not_found' },
-        { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 },
-      ],
-    ])(
+    it.each([['the call', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }]])(
       'defers without counting an attempt, even on the last rung, when the breaker refused %s',
-      async (_name, lookup, submitted) => {
+      async (_name, refused) => {
         const { sut, db, keys, payments, provider, config, takesLease, finds, postpones } = setup();
         const leaseTaken = takesLease();
         // On the last rung a counted attempt would send the payment to review.
         finds(aPayment({ reconcileAttempts: config.reconcile.maxAttempts - 1 }));
-        provider.getCharge = jest.fn().mockResolvedValue(lookup);
-        if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+        provider.createCharge = jest.fn().mockResolvedValue(refused);
         provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
         postpones();
 
@@ -411,7 +371,7 @@ describe('ReconciliationService', () => {
       const leaseTaken = takesLease();
       const { maxAttempts } = config.reconcile;
       finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: pendingCharge });
       sendsToReview();
 
       expect(await sut.reconcile(PAY_1)).toBe('requires_review');
@@ -436,7 +396,7 @@ describe('ReconciliationService', () => {
         const { sut, db, keys, payments, provider, takesLease, finds, sendsToReview } = setup();
         takesLease();
         finds(aPayment({ amount: 500 }));
-        provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
+        provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, status, amount: 400 } });
         sendsToReview();
 
         expect(await sut.reconcile(PAY_1)).toBe('requires_review');
@@ -451,15 +411,15 @@ describe('ReconciliationService', () => {
     );
 
     it.each([
-      ['recording an outcome', { kind: 'found', charge }, false],
-      ['postponing', { kind: 'found', charge: pendingCharge }, false],
-      ['handing the payment to review', { kind: 'found', charge: pendingCharge }, true],
+      ['recording an outcome', { kind: 'answered', charge }, false],
+      ['postponing', { kind: 'answered', charge: pendingCharge }, false],
+      ['handing the payment to review', { kind: 'answered', charge: pendingCharge }, true],
       ['deferring while the breaker is open', { ...noAnswer, gaveUp: 'breaker_open' }, false],
-    ])('writes nothing when its lease was taken over before %s', async (_name, lookup, lastRung) => {
+    ])('writes nothing when its lease was taken over before %s', async (_name, answer, lastRung) => {
       const { sut, db, keys, provider, dataSource, config, takesLease, finds } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: lastRung ? config.reconcile.maxAttempts - 1 : 0 }));
-      provider.getCharge = jest.fn().mockResolvedValue(lookup);
+      provider.createCharge = jest.fn().mockResolvedValue(answer);
       provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
       keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
 

@@ -197,30 +197,24 @@ export class ReconciliationService {
   }
 
   /**
-   * Asks the provider by provider key; a charge it never received is
-   * submitted now with that same key, so this can never make a second charge,
-   * and only while the job's lease holds (Ledger.holdForCall), so a worker
-   * that stalled past it never charges a payment someone else has decided.
+   * Presents the charge to the provider under the payment's provider key, in
+   * one call: the provider's POST is idempotent per key, so for a charge it
+   * already holds it answers with that charge as it now is (what a lookup
+   * would say), and for one it never received it makes it now. This can never
+   * make a second charge, and it goes only while the job's lease holds
+   * (Ledger.holdForCall), so a worker that stalled past it never charges a
+   * payment someone else has decided. A payment in review is only looked up
+   * (recheckReview), never submitted.
    */
   private async askProvider(payment: Payment, lease: HeldLease): Promise<ProviderAnswer> {
-    // Both calls share one provider deadline, which the configuration keeps
-    // shorter than the lease this job holds: the job cannot outlive its lease.
+    // The call's deadline is shorter than the lease (the configuration sees to
+    // it), so a fresh lease holds through the call without a statement.
     const { deadlineMs } = this.config.provider;
-    const deadline = performance.now() + deadlineMs;
-    const lookup = await this.provider.getCharge(payment.providerKey, {
-      clientId: payment.clientId,
-      maxAttempts: 1,
-      deadlineMs,
-    });
-    if (lookup.kind === 'found') return answerOf(outcomeOfCharge(lookup.charge, payment));
-    if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
-    const left = deadline - performance.now();
-    if (left <= 0) return NOT_FINAL;
-    if (!(await this.ledger.holdForCall(lease, left))) return LEASE_LOST;
+    if (!(await this.ledger.holdForCall(lease, deadlineMs))) return LEASE_LOST;
     const submitted = await this.provider.createCharge(chargeInputFor(payment), {
       clientId: payment.clientId,
       maxAttempts: 1,
-      deadlineMs: left,
+      deadlineMs,
     });
     if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
