@@ -11,7 +11,7 @@ import { chargeInputFor } from '../payments/payment';
 import { aPayment } from '../payments/payment.fixture';
 import type { Payment } from '../payments/payments.table';
 import type { ProviderCharge } from '../provider/provider.client';
-import { JobName } from './reconciliation.constants';
+import { JobName, RECONCILE_JOB_PAYMENTS } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
 
 const charge: ProviderCharge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
@@ -104,30 +104,42 @@ describe('ReconciliationService', () => {
   describe('sweep', () => {
     const running = new AbortController().signal;
     const opts = { removeOnComplete: true, removeOnFail: true };
-    const job = (paymentId: string, clientId = 'client_1') => ({
+    const job = (paymentIds: string[], clientId = 'client_1') => ({
       name: JobName.Reconcile,
-      data: { clientId, paymentId },
-      opts: { jobId: `reconcile-${paymentId}`, ...opts },
+      data: { clientId, paymentIds },
+      opts,
     });
     /** Due payments of one client, as findDueForReconciliation returns them. */
     const due = (...ids: string[]) => ids.map((id) => ({ clientId: 'client_1', id }));
+    const ids = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}_${i}`);
 
-    it('enqueues one job per due payment, keyed by it so overlapping sweeps cannot queue it twice', async () => {
+    it('enqueues the due payments in jobs of one client each, at most RECONCILE_JOB_PAYMENTS a job', async () => {
       const { sut, db, payments, queue, config } = setup();
+      const many = ids('pay_a', 2 * RECONCILE_JOB_PAYMENTS + 5);
       payments.findDueForReconciliation = jest.fn().mockResolvedValue([
-        { clientId: 'client_a', id: 'pay_a' },
         { clientId: 'client_b', id: 'pay_b' },
+        ...many.map((id) => ({ clientId: 'client_a', id })),
       ]);
       queue.addBulk = jest.fn().mockResolvedValue([]);
 
-      expect(await sut.sweep(running)).toBe(2);
+      expect(await sut.sweep(running)).toBe(many.length + 1);
 
       expect(payments.findDueForReconciliation).toHaveBeenCalledWith(
         db,
         config.reconcile.staleAfterMs,
         config.reconcile.batchSize,
+        [],
       );
-      expect(queue.addBulk.mock.calls).toEqual([[[job('pay_a', 'client_a'), job('pay_b', 'client_b')]]]);
+      expect(queue.addBulk.mock.calls).toEqual([
+        [
+          [
+            job(['pay_b'], 'client_b'),
+            job(many.slice(0, RECONCILE_JOB_PAYMENTS), 'client_a'),
+            job(many.slice(RECONCILE_JOB_PAYMENTS, 2 * RECONCILE_JOB_PAYMENTS), 'client_a'),
+            job(many.slice(2 * RECONCILE_JOB_PAYMENTS), 'client_a'),
+          ],
+        ],
+      ]);
       // queue.getWaitingCount is not stubbed: a short batch is all that is due, so there is nothing to wait for.
     });
 
@@ -139,26 +151,35 @@ describe('ReconciliationService', () => {
       // queue.addBulk is not stubbed: an empty bulk would have thrown.
     });
 
-    it('after a full batch, queues the next once the workers have taken half of it, until a batch comes back short', async () => {
-      const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '4' });
+    it('after a full batch, queues the next once the workers have taken half of it, never what it queued before', async () => {
+      const size = 4 * RECONCILE_JOB_PAYMENTS;
+      const { sut, payments, queue, config } = setup({ RECONCILE_BATCH_SIZE: String(size) });
+      const [first, second, third] = [ids('pay_a', size), ids('pay_b', size), ids('pay_c', 3)];
       payments.findDueForReconciliation = jest
         .fn()
-        .mockResolvedValueOnce(due('pay_a', 'pay_b', 'pay_c', 'pay_d'))
-        // pay_c and pay_d still wait: found again, and their job ids keep them queued once.
-        .mockResolvedValueOnce(due('pay_c', 'pay_d', 'pay_e', 'pay_f'))
-        .mockResolvedValueOnce(due('pay_f', 'pay_g'));
+        .mockResolvedValueOnce(due(...first))
+        .mockResolvedValueOnce(due(...second))
+        .mockResolvedValueOnce(due(...third));
       queue.addBulk = jest.fn().mockResolvedValue([]);
-      // Three jobs still wait, then two (half the batch): room for the next batch.
-      queue.getWaitingCount = jest.fn().mockResolvedValueOnce(3).mockResolvedValueOnce(2).mockResolvedValueOnce(1);
+      // Four jobs still wait, then three, then two (half the batch): room for the next batch.
+      queue.getWaitingCount = jest
+        .fn()
+        .mockResolvedValueOnce(4)
+        .mockResolvedValueOnce(3)
+        .mockResolvedValueOnce(2)
+        .mockResolvedValueOnce(1);
 
-      expect(await sut.sweep(running)).toBe(7);
+      expect(await sut.sweep(running)).toBe(2 * size + 3);
 
-      expect(queue.addBulk.mock.calls).toEqual([
-        [['pay_a', 'pay_b', 'pay_c', 'pay_d'].map((id) => job(id))],
-        [['pay_c', 'pay_d', 'pay_e', 'pay_f'].map((id) => job(id))],
-        [['pay_f', 'pay_g'].map((id) => job(id))],
+      // Each pass passes over what the earlier passes queued (those still waiting are not queued twice).
+      const { staleAfterMs } = config.reconcile;
+      expect(payments.findDueForReconciliation.mock.calls).toEqual([
+        [expect.anything(), staleAfterMs, size, []],
+        [expect.anything(), staleAfterMs, size, first],
+        [expect.anything(), staleAfterMs, size, [...first, ...second]],
       ]);
-      expect(queue.getWaitingCount).toHaveBeenCalledTimes(3);
+      expect(queue.addBulk.mock.calls.map(([jobs]) => jobs.length)).toEqual([4, 4, 1]);
+      expect(queue.getWaitingCount).toHaveBeenCalledTimes(4);
     });
 
     it('stops waiting for room after one interval, leaving the rest to the next sweep', async () => {
@@ -265,7 +286,7 @@ describe('ReconciliationService', () => {
 
     it('submits nothing when it stalled past its lease and the lease was taken over', async () => {
       jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, keys, payments, provider, config, takesLease } = setup();
+      const { sut, keys, payments, config, takesLease } = setup();
       takesLease();
       payments.findForClient = jest.fn(async (_db, _clientId, _id) => {
         // A stall (a long GC pause) right after the lease was taken, longer than the lease.
@@ -442,6 +463,85 @@ describe('ReconciliationService', () => {
       await expect(sut.reconcile(PAY_1)).rejects.toThrow('has an unfinished key but is already final');
 
       // The provider is not stubbed: the job stopped before any call.
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+  });
+
+  describe('reconcileBatch', () => {
+    const PAY_IDS = ['pay_1', 'pay_2', 'pay_3'];
+    /** The job's statement takes the leases of pay_1 and pay_2 (pay_3 is no longer due), under one token. */
+    const takesBatch = (keys: ReturnType<typeof setup>['keys'], ...payments: Payment[]) => {
+      keys.takeOverDueLeases = jest.fn(async (_db, _clientId, _ids, _token, _leaseMs) =>
+        payments.map((payment, index) => ({ key: `key-${index + 1}`, payment })),
+      );
+      return (index: number): Lease =>
+        expect.objectContaining({ clientId: 'client_1', key: `key-${index + 1}`, token: keys.takeOverDueLeases.mock.calls[0][3] });
+    };
+
+    it('takes the due payments in one statement, asks about each, and records the final answers in one commit', async () => {
+      const { sut, db, keys, payments, provider, dataSource, config, recordsOutcome } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      recordsOutcome();
+      keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 2, skipped: 1 });
+
+      expect(keys.takeOverDueLeases).toHaveBeenCalledWith(db, 'client_1', PAY_IDS, expect.any(String), config.idempotency.leaseMs);
+      expect(provider.createCharge.mock.calls.map(([input]) => input.reference)).toEqual(['pay_1', 'pay_2']);
+      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(0), lease(1)]);
+      expect(payments.transition.mock.calls.map(([, ref]) => ref)).toEqual([
+        { clientId: 'client_1', id: 'pay_1' },
+        { clientId: 'client_1', id: 'pay_2' },
+      ]);
+      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(0), lease(1)]);
+      // keys.lockIfLeaseHeld is not stubbed: no transaction per payment.
+    });
+
+    it('writes nothing for a payment whose lease was lost by the time the answers are recorded', async () => {
+      const { sut, keys, payments, provider, recordsOutcome } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      recordsOutcome();
+      keys.lockHeldLeases = jest.fn().mockResolvedValue(new Set(['key-2']));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 1, skipped: 2 });
+
+      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
+      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(1)]);
+    });
+
+    it('writes what is not final at once, payment by payment, and only the final answers together', async () => {
+      const { sut, db, keys, payments, provider, dataSource, recordsOutcome, postpones } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest
+        .fn()
+        .mockResolvedValueOnce({ kind: 'answered', charge: pendingCharge })
+        .mockResolvedValueOnce({ kind: 'answered', charge });
+      recordsOutcome();
+      postpones();
+      keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ postponed: 1, settled: 1, skipped: 1 });
+
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, { clientId: 'client_1', id: 'pay_1' }, {
+        delayMs: expect.any(Number),
+        countAttempt: true,
+      });
+      expect(keys.release).toHaveBeenCalledWith(db, lease(0));
+      expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(1)]);
+      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
+      expect(dataSource.transaction).toHaveBeenCalledTimes(2);
+    });
+
+    it('asks nothing and writes nothing when it took no payment', async () => {
+      const { sut, keys, dataSource } = setup();
+      takesBatch(keys);
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ skipped: 3 });
+
+      // The provider is not stubbed: no call was made.
       expect(dataSource.transaction).not.toHaveBeenCalled();
     });
   });
