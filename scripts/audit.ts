@@ -1,13 +1,13 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
-import { type JobType, Queue } from 'bullmq';
+import { type Job, type JobType, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { bullConnection } from '../src/common/redis-client';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
 import type { PaymentStatus } from '../src/payments/payment';
-import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
+import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from '../src/reconciliation/reconciliation.constants';
 import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-audit';
 
 /**
@@ -30,7 +30,6 @@ const DEFAULT_AUDIT_OPTIONS: AuditOptions = { maxExamples: 5, graceMs: 5_000 };
 const PROVIDER_TIMEOUT_MS = 30_000;
 /** A reconcile job in any of these states will run; completed and failed ones will not. */
 const LIVE_JOB_STATES: JobType[] = ['active', 'waiting', 'delayed', 'prioritized', 'waiting-children'];
-const RECONCILE_JOB_PREFIX = 'reconcile-';
 
 interface PaymentRow {
   id: string;
@@ -105,9 +104,12 @@ async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>
     connectionError ??= error;
   });
   try {
-    const jobIds = await queue.getRanges(LIVE_JOB_STATES, 0, -1);
+    // A reconcile job names its payments in its data: several (paymentIds), or one (paymentId, as earlier versions queued it).
+    const jobs = await queue.getJobs(LIVE_JOB_STATES, 0, -1);
     return new Set(
-      jobIds.filter((id) => id.startsWith(RECONCILE_JOB_PREFIX)).map((id) => id.slice(RECONCILE_JOB_PREFIX.length)),
+      jobs
+        .filter((job): job is Job<ReconcileJobData> => job?.name === JobName.Reconcile)
+        .flatMap(({ data }) => ('paymentIds' in data ? data.paymentIds : [data.paymentId])),
     );
   } catch (error) {
     throw connectionError ?? error;

@@ -72,7 +72,7 @@ autocannon on a database of the bench's own.
                      by client_id in N partitions, 2 to 64, to measure what that costs
                      (docs/scaling.md); once: a database partitioned before keeps its
                      partitions, so give such a database a name of its own
-  --cpu-prof DIR     run the API under node --cpu-prof, writing its profile to DIR on exit
+  --cpu-prof DIR     run the API (and the backlog's worker) under node --cpu-prof, writing each profile to DIR on exit
   --json             one JSON object instead of the table
 
 What a run costs: about 10 s of start-up, then per side (x2 with --compare,
@@ -290,7 +290,11 @@ async function main(): Promise<void> {
         api,
         create,
         ...loadOptions,
-        workerEnv: { ...env, PROVIDER_URL: provider.url },
+        workerEnv: {
+          ...env,
+          PROVIDER_URL: provider.url,
+          ...(options.cpuProf && { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${options.cpuProf}` }),
+        },
       });
       report.ok &&= report.backlog.ok;
     }

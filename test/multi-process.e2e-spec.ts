@@ -69,9 +69,10 @@ describe('several API and worker processes on one database and one Redis', () =>
       for (const { id, status, reconcile_attempts: attempts } of rows) {
         expect(status).toBe('succeeded');
         expect(await stack.provider.chargesFor(id)).toHaveLength(1);
-        // Each attempt asks the provider once: a second worker on the same
-        // payment would add a lookup that no attempt counted.
-        expect({ id, lookups: providerLookups(id) }).toEqual({ id, lookups: attempts + 1 });
+        // The request called the provider once, then each attempt once, the
+        // last one (which settled it) uncounted: a second worker on the same
+        // payment would add a call that no attempt counted.
+        expect({ id, calls: providerCalls(id) }).toEqual({ id, calls: 1 + attempts + 1 });
         expect(workerLines.filter((line) => line.includes('"payment reconciled"') && line.includes(id))).toHaveLength(1);
       }
       expect(rows.map((row) => row.id).sort()).toEqual([...ids].sort());
@@ -104,14 +105,18 @@ describe('several API and worker processes on one database and one Redis', () =>
     }
   });
 
-  /** GET /charges/<provider key> requests the provider logged for one payment. */
-  function providerLookups(paymentId: string): number {
-    const path = `/charges/pk_${paymentId}`;
+  /** Calls about one payment the provider logged: POST /charges under its provider key, GET /charges/<provider key>. */
+  function providerCalls(paymentId: string): number {
+    const providerKey = `pk_${paymentId}`;
     return stack.provider
       .output()
       .filter((text) => text.startsWith('{'))
-      .map((text) => JSON.parse(text) as { req?: { method?: string; url?: string } })
-      .filter(({ req }) => req?.method === 'GET' && req.url === path).length;
+      .map((text) => JSON.parse(text) as { req?: { method?: string; url?: string; headers?: Record<string, string> } })
+      .filter(
+        ({ req }) =>
+          (req?.method === 'POST' && req.url === '/charges' && req.headers?.['idempotency-key'] === providerKey) ||
+          (req?.method === 'GET' && req.url === `/charges/${providerKey}`),
+      ).length;
   }
 
   async function schedulerIds(): Promise<string[]> {

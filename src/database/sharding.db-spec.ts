@@ -37,6 +37,8 @@ const SINGLE_CLIENT = [
   'PaymentsRepository.scheduleReconciliation',
   'IdempotencyRepository.release',
   'IdempotencyRepository.takeOverLeaseForPayment',
+  'IdempotencyRepository.takeOverDueLeases',
+  'IdempotencyRepository.lockHeldLeases',
   'PaymentsRepository.findForClient',
   'PaymentsRepository.advanceProviderVersion',
   'ProcessedMessagesRepository.record',
@@ -151,6 +153,8 @@ describe('the schema, hash-partitioned by client_id', () => {
       leaseMs,
     )) as Lease;
     await payments.findForClient(as('PaymentsRepository.findForClient'), clientId, payment.id);
+    await keys.takeOverDueLeases(as('IdempotencyRepository.takeOverDueLeases'), clientId, [payment.id], randomUUID(), leaseMs);
+    await dataSource.transaction((tx) => keys.lockHeldLeases(as('IdempotencyRepository.lockHeldLeases', tx), [workerLease]));
 
     await payments.findByProviderKey(as('PaymentsRepository.findByProviderKey'), payment.providerKey);
     await dataSource.transaction(async (tx) => {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { eventually } from '../../test/support/eventually';
 import { FINGERPRINT, LEASE_MS, LedgerFixtures, TTL_HOURS, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { newPaymentId } from '../payments/payment';
 import type { Lease } from './idempotency.repository';
@@ -130,6 +131,86 @@ describe('IdempotencyRepository on Postgres', () => {
         key: expired.lease.key,
         token,
       });
+    });
+
+    it('takes a batch in one statement: the leases of the due payments, and those payments as they are', async () => {
+      const due = await given.claimed(clientId);
+      await given.expireLease(due.lease);
+      const leased = await given.claimed(clientId);
+      const decided = await given.succeeded(clientId);
+      const postponed = await given.claimed(clientId);
+      await given.expireLease(postponed.lease);
+      await db.dataSource.transaction(async (tx) => {
+        await given.payments.scheduleReconciliation(tx, postponed.payment, { delayMs: 60_000, countAttempt: true });
+        await keys().release(tx, postponed.lease);
+      });
+      const ids = [due, leased, decided, postponed].map(({ payment }) => payment.id);
+      const token = randomUUID();
+
+      const taken = await keys().takeOverDueLeases(manager(), clientId, ids, token, LEASE_MS);
+
+      expect(taken).toEqual([{ key: due.lease.key, payment: { ...due.payment, updatedAt: expect.any(Date) } }]);
+      expect(await keys().lockIfLeaseHeld(manager(), { clientId, key: due.lease.key, token })).toBe(true);
+      expect(await keys().lockIfLeaseHeld(manager(), due.lease)).toBe(false);
+      // Taken now: a second batch with the same payments takes nothing.
+      expect(await keys().takeOverDueLeases(manager(), clientId, ids, randomUUID(), LEASE_MS)).toEqual([]);
+      // Another client's batch never takes this client's keys.
+      expect(await keys().takeOverDueLeases(manager(), await given.client(), ids, randomUUID(), LEASE_MS)).toEqual([]);
+    });
+
+    it('does not take a key whose payment changed while the batch statement waited for it', async () => {
+      const { lease, payment } = await given.claimed(clientId);
+      await given.expireLease(lease);
+      // The previous holder, stalled past its lease, postpones the payment
+      // (still due) while the batch statement runs: it holds the key row locked.
+      const holder = db.dataSource.createQueryRunner();
+      await holder.connect();
+      try {
+        await holder.startTransaction();
+        expect(await keys().lockIfLeaseHeld(holder.manager, lease)).toBe(true);
+        await given.payments.scheduleReconciliation(holder.manager, payment, { delayMs: 0, countAttempt: true });
+        await keys().release(holder.manager, lease);
+        const batch = keys().takeOverDueLeases(manager(), clientId, [payment.id], randomUUID(), LEASE_MS);
+        await eventually(
+          async () => {
+            const [{ waiting }] = (await db.dataSource.query(
+              `SELECT count(*)::int AS waiting FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH seen AS%'`,
+            )) as { waiting: number }[];
+            return waiting === 1 ? true : undefined;
+          },
+          { what: 'the batch statement to wait for the key row' },
+        );
+        await holder.commitTransaction();
+
+        // Taken, it would have come with the attempts as they were before the
+        // commit (0, not 1): the statement read the payment before it waited.
+        expect(await batch).toEqual([]);
+      } finally {
+        await holder.release();
+      }
+      expect(await given.paymentById(payment.id)).toMatchObject({ reconcileAttempts: 1 });
+    });
+
+    it('fences a batch: locks only the keys whose leases still hold', async () => {
+      const kept = await given.claimed(clientId);
+      const lost = await given.claimed(clientId);
+      const token = randomUUID();
+      for (const { lease } of [kept, lost]) {
+        await given.expireLease(lease);
+        await keys().takeOverLease(manager(), { ...lease, token }, (await keys().find(manager(), clientId, lease.key))!.paymentId, LEASE_MS);
+      }
+      const keptLease = { ...kept.lease, token };
+      const lostLease = { ...lost.lease, token };
+      await given.expireLease(lostLease);
+      await keys().takeOverLease(manager(), otherLease(lostLease), lost.payment.id, LEASE_MS);
+
+      const held = await db.dataSource.transaction((tx) => keys().lockHeldLeases(tx, [keptLease, lostLease]));
+
+      expect([...held]).toEqual([kept.lease.key]);
+      await expect(keys().lockHeldLeases(manager(), [keptLease, { ...lostLease, clientId: 'client_other' }])).rejects.toThrow(
+        'leases of several clients',
+      );
     });
 
     it('fences: only the current token locks the row, even past expiry while nobody took over', async () => {

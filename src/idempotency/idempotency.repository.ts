@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { HttpReply } from '../common/http-reply';
 import { queryRow, queryRows } from '../database/sql';
 import type { PaymentRef } from '../payments/payments.repository';
+import { type Payment, paymentsTable } from '../payments/payments.table';
 import type { IdempotencyKeyRecord } from './idempotency-keys.table';
 
 /** The right to work on one payment: whoever holds the token may finish it. */
@@ -160,6 +161,75 @@ export class IdempotencyRepository {
       [payment.clientId, payment.id, token, leaseMs],
     );
     return row && { ...row, token };
+  }
+
+  /**
+   * The worker's way in for a batch of one client's payments, in one
+   * statement: under one token, takes the lease of each whose key is
+   * unfinished and free and whose payment is still due (undecided, its
+   * next_reconcile_at passed), and reads those payments. A payment already
+   * decided, leased, or postponed by another job since its sweep found it is
+   * not taken, so a batch queued twice makes no second attempt.
+   *
+   * The payments are read in this statement's snapshot, which a change
+   * committed while it runs would make stale. Every change to an undecided
+   * payment commits with a change to its key row (a takeover, a release, a
+   * completion), so a key row whose version (xmin) is no longer the one the
+   * statement read, because such a change committed meanwhile, is not taken:
+   * for every key it takes, the payment it returns is current.
+   */
+  async takeOverDueLeases(
+    db: EntityManager,
+    clientId: string,
+    paymentIds: string[],
+    token: string,
+    leaseMs: number,
+  ): Promise<{ key: string; payment: Payment }[]> {
+    const rows = await queryRows<Payment & { leaseKey: string }>(
+      db,
+      `WITH seen AS (
+         SELECT k.key, k.xmin AS version
+           FROM idempotency_keys k
+           JOIN payments p ON p.client_id = k.client_id AND p.id = k.payment_id
+          WHERE k.client_id = $1 AND k.payment_id = ANY($2::text[])
+            AND k.completed_at IS NULL AND (k.leased_until IS NULL OR k.leased_until <= now())
+            AND p.status IN ('pending', 'requires_review') AND p.next_reconcile_at <= now()
+       ), taken AS (
+         UPDATE idempotency_keys k
+            SET lease_token = $3, leased_until = now() + $4 * interval '1 millisecond'
+           FROM seen
+          WHERE k.client_id = $1 AND k.key = seen.key AND k.xmin = seen.version
+            AND k.completed_at IS NULL AND (k.leased_until IS NULL OR k.leased_until <= now())
+         RETURNING k.key AS leased_key, k.payment_id AS leased_payment_id
+       )
+       SELECT taken.leased_key AS "leaseKey", ${paymentsTable.selectList}
+         FROM taken JOIN payments ON payments.client_id = $1 AND payments.id = taken.leased_payment_id
+        ORDER BY payments.id`,
+      [clientId, paymentIds, token, leaseMs],
+    );
+    return rows.map(({ leaseKey, ...payment }) => ({ key: leaseKey, payment }));
+  }
+
+  /**
+   * The fence of a transaction deciding several payments of one client at
+   * once: locks, in key order, the key rows these leases still hold, and
+   * returns their keys. A key whose lease was lost is neither locked nor
+   * returned, and nothing may be written for it.
+   */
+  async lockHeldLeases(db: EntityManager, leases: Lease[]): Promise<Set<string>> {
+    if (leases.length === 0) return new Set();
+    const [{ clientId }] = leases;
+    if (leases.some((lease) => lease.clientId !== clientId)) throw new Error('leases of several clients in one fence');
+    const rows = await queryRows<{ key: string }>(
+      db,
+      `SELECT k.key FROM idempotency_keys k
+         JOIN unnest($2::text[], $3::uuid[]) AS held(key, token) ON k.key = held.key AND k.lease_token = held.token
+        WHERE k.client_id = $1
+        ORDER BY k.key
+          FOR UPDATE OF k`,
+      [clientId, leases.map((lease) => lease.key), leases.map((lease) => lease.token)],
+    );
+    return new Set(rows.map((row) => row.key));
   }
 
   /**

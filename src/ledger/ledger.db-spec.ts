@@ -40,6 +40,23 @@ describe('Ledger on Postgres', () => {
     expect(await keyOf(lease)).toMatchObject({ response, leaseRemainingSeconds: 0 });
   });
 
+  it('records several outcomes in one commit, and nothing for a payment whose lease was lost', async () => {
+    const kept = await given.claimed(clientId);
+    const lost = await given.claimed(clientId);
+    const taker = await takenOver(lost.lease);
+
+    const recorded = await ledger.recordOutcomes([
+      { lease: kept.lease, paymentId: kept.payment.id, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
+      { lease: lost.lease, paymentId: lost.payment.id, outcome: { status: 'succeeded', providerChargeId: 'ch_2' } },
+    ]);
+
+    expect(recorded).toEqual([expect.objectContaining({ response: expect.objectContaining({ status: 201 }) }), undefined]);
+    expect(await given.paymentById(kept.payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1' });
+    expect(await keyOf(kept.lease)).toMatchObject({ response: recorded[0]!.response, leaseRemainingSeconds: 0 });
+    expect(await given.paymentById(lost.payment.id)).toMatchObject({ status: 'pending' });
+    expect(await keyOf(taker)).toMatchObject({ response: undefined });
+  });
+
   it('sends a payment to review with no answer on its key, the lease released and the re-check scheduled', async () => {
     const { lease, payment } = await given.claimed(clientId);
 

@@ -76,6 +76,32 @@ export class Ledger {
   }
 
   /**
+   * recordOutcome for several payments of one client at once (a reconcile
+   * job's batch), in one transaction: first the key rows these leases still
+   * hold are locked, in key order, then each payment is decided exactly as
+   * recordOutcome decides it. Each result is in its item's place: undefined,
+   * with nothing written for that payment, when its lease was lost. One
+   * commit instead of one per payment: the statements that fence and commit
+   * are paid once per batch.
+   */
+  async recordOutcomes(
+    items: { lease: Lease; paymentId: string; outcome: FinalOutcome }[],
+  ): Promise<(Recorded | undefined)[]> {
+    if (items.length === 0) return [];
+    return this.dataSource.transaction(async (db) => {
+      const held = await this.keys.lockHeldLeases(
+        db,
+        items.map(({ lease }) => lease),
+      );
+      const recorded: (Recorded | undefined)[] = [];
+      for (const { lease, paymentId, outcome } of items) {
+        recorded.push(held.has(lease.key) ? await this.applyUnderLease(db, lease, paymentId, outcome) : undefined);
+      }
+      return recorded;
+    });
+  }
+
+  /**
    * A provider event's effect, inside the consumer's transaction (the one
    * that records the message as processed), under the same fence as every
    * other writer: the payment's lease is taken in this transaction, then the

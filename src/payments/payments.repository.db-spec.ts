@@ -117,6 +117,15 @@ describe('PaymentsRepository on Postgres', () => {
       expect(await payments().findDueForReconciliation(manager(), 0, 1)).toEqual([{ clientId, id: inReview.payment.id }]);
       expect(await payments().findDueForReconciliation(manager(), 3_600_000, 10)).toEqual([]);
     });
+
+    it('passes over the payments a sweep has already queued', async () => {
+      const due = await Promise.all([1, 2, 3].map(() => given.claimed(clientId)));
+      for (const { lease } of due) await given.expireLease(lease);
+
+      const found = await payments().findDueForReconciliation(manager(), 0, 10, [due[0].payment.id, due[2].payment.id]);
+
+      expect(found).toEqual([{ clientId, id: due[1].payment.id }]);
+    });
   });
 
   describe('scheduleReconciliation', () => {

@@ -150,8 +150,14 @@ export class PaymentsRepository {
    * look at now: older than the stale threshold, due on their ladder or their
    * review re-check, and not leased by a live request. Across clients, so on
    * a sharded schema across shards; the work on each payment names its client.
+   * Payments in `excluding` (those a sweep has already queued) are passed over.
    */
-  async findDueForReconciliation(db: EntityManager, staleAfterMs: number, limit: number): Promise<PaymentRef[]> {
+  async findDueForReconciliation(
+    db: EntityManager,
+    staleAfterMs: number,
+    limit: number,
+    excluding: string[] = [],
+  ): Promise<PaymentRef[]> {
     return queryRows<PaymentRef>(
       db,
       `SELECT p.client_id AS "clientId", p.id
@@ -161,9 +167,10 @@ export class PaymentsRepository {
           AND p.next_reconcile_at <= now()
           AND p.created_at <= now() - $1 * interval '1 millisecond'
           AND (k.leased_until IS NULL OR k.leased_until <= now())
+          AND NOT (p.id = ANY($3::text[]))
         ORDER BY p.next_reconcile_at
         LIMIT $2`,
-      [staleAfterMs, limit],
+      [staleAfterMs, limit, excluding],
     );
   }
 

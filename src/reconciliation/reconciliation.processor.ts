@@ -38,8 +38,10 @@ export class ReconciliationProcessor extends WorkerHost implements OnModuleDestr
       case JobName.Sweep:
         return this.reconciliation.sweep(this.stopping.signal);
       case JobName.Reconcile: {
-        const { clientId, paymentId } = job.data as ReconcileJobData;
-        return this.reconciliation.reconcile({ clientId, id: paymentId });
+        const data = job.data as ReconcileJobData;
+        return 'paymentIds' in data
+          ? this.reconciliation.reconcileBatch(data.clientId, data.paymentIds)
+          : this.reconciliation.reconcile({ clientId: data.clientId, id: data.paymentId });
       }
       case JobName.PruneKeys:
         return this.reconciliation.pruneExpiredKeys();
@@ -55,12 +57,12 @@ export class ReconciliationProcessor extends WorkerHost implements OnModuleDestr
  * configuration, hence a subclass per configuration.
  *
  * A job's BullMQ lock lasts as long as the lease the job takes. The lock
- * matters only once its worker has died: the job then keeps its id,
- * reconcile-<payment id>, so no sweep can queue the payment again until
- * BullMQ finds the lock expired (it looks every stalledInterval) and puts the
- * job back. Tied to the lease, a payment whose worker died waits about as
- * long as one whose request died; BullMQ's own defaults (30 s and 30 s) would
- * make it wait up to a minute, whatever the lease.
+ * matters only once its worker has died: BullMQ finds the lock expired (it
+ * looks every stalledInterval) and puts the job back, and whoever runs it
+ * again takes only the payments whose leases have ended by then (the next
+ * sweep finds them too, once their leases end). Tied to the lease, a stalled
+ * job comes back about when its payments can be taken again; BullMQ's own
+ * defaults (30 s and 30 s) would have it wait up to a minute, whatever the lease.
  */
 export function reconciliationProcessorFor(config: AppConfig): Type<ReconciliationProcessor> {
   const { leaseMs } = config.idempotency;

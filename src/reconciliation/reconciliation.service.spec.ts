@@ -11,7 +11,7 @@ import { chargeInputFor } from '../payments/payment';
 import { aPayment } from '../payments/payment.fixture';
 import type { Payment } from '../payments/payments.table';
 import type { ProviderCharge } from '../provider/provider.client';
-import { JobName } from './reconciliation.constants';
+import { JobName, RECONCILE_JOB_PAYMENTS } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
 
 const charge: ProviderCharge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
@@ -104,30 +104,42 @@ describe('ReconciliationService', () => {
   describe('sweep', () => {
     const running = new AbortController().signal;
     const opts = { removeOnComplete: true, removeOnFail: true };
-    const job = (paymentId: string, clientId = 'client_1') => ({
+    const job = (paymentIds: string[], clientId = 'client_1') => ({
       name: JobName.Reconcile,
-      data: { clientId, paymentId },
-      opts: { jobId: `reconcile-${paymentId}`, ...opts },
+      data: { clientId, paymentIds },
+      opts,
     });
     /** Due payments of one client, as findDueForReconciliation returns them. */
     const due = (...ids: string[]) => ids.map((id) => ({ clientId: 'client_1', id }));
+    const ids = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}_${i}`);
 
-    it('enqueues one job per due payment, keyed by it so overlapping sweeps cannot queue it twice', async () => {
+    it('enqueues the due payments in jobs of one client each, at most RECONCILE_JOB_PAYMENTS a job', async () => {
       const { sut, db, payments, queue, config } = setup();
+      const many = ids('pay_a', 2 * RECONCILE_JOB_PAYMENTS + 5);
       payments.findDueForReconciliation = jest.fn().mockResolvedValue([
-        { clientId: 'client_a', id: 'pay_a' },
         { clientId: 'client_b', id: 'pay_b' },
+        ...many.map((id) => ({ clientId: 'client_a', id })),
       ]);
       queue.addBulk = jest.fn().mockResolvedValue([]);
 
-      expect(await sut.sweep(running)).toBe(2);
+      expect(await sut.sweep(running)).toBe(many.length + 1);
 
       expect(payments.findDueForReconciliation).toHaveBeenCalledWith(
         db,
         config.reconcile.staleAfterMs,
         config.reconcile.batchSize,
+        [],
       );
-      expect(queue.addBulk.mock.calls).toEqual([[[job('pay_a', 'client_a'), job('pay_b', 'client_b')]]]);
+      expect(queue.addBulk.mock.calls).toEqual([
+        [
+          [
+            job(['pay_b'], 'client_b'),
+            job(many.slice(0, RECONCILE_JOB_PAYMENTS), 'client_a'),
+            job(many.slice(RECONCILE_JOB_PAYMENTS, 2 * RECONCILE_JOB_PAYMENTS), 'client_a'),
+            job(many.slice(2 * RECONCILE_JOB_PAYMENTS), 'client_a'),
+          ],
+        ],
+      ]);
       // queue.getWaitingCount is not stubbed: a short batch is all that is due, so there is nothing to wait for.
     });
 
@@ -139,26 +151,35 @@ describe('ReconciliationService', () => {
       // queue.addBulk is not stubbed: an empty bulk would have thrown.
     });
 
-    it('after a full batch, queues the next once the workers have taken half of it, until a batch comes back short', async () => {
-      const { sut, payments, queue } = setup({ RECONCILE_BATCH_SIZE: '4' });
+    it('after a full batch, queues the next once the workers have taken half of it, never what it queued before', async () => {
+      const size = 4 * RECONCILE_JOB_PAYMENTS;
+      const { sut, payments, queue, config } = setup({ RECONCILE_BATCH_SIZE: String(size) });
+      const [first, second, third] = [ids('pay_a', size), ids('pay_b', size), ids('pay_c', 3)];
       payments.findDueForReconciliation = jest
         .fn()
-        .mockResolvedValueOnce(due('pay_a', 'pay_b', 'pay_c', 'pay_d'))
-        // pay_c and pay_d still wait: found again, and their job ids keep them queued once.
-        .mockResolvedValueOnce(due('pay_c', 'pay_d', 'pay_e', 'pay_f'))
-        .mockResolvedValueOnce(due('pay_f', 'pay_g'));
+        .mockResolvedValueOnce(due(...first))
+        .mockResolvedValueOnce(due(...second))
+        .mockResolvedValueOnce(due(...third));
       queue.addBulk = jest.fn().mockResolvedValue([]);
-      // Three jobs still wait, then two (half the batch): room for the next batch.
-      queue.getWaitingCount = jest.fn().mockResolvedValueOnce(3).mockResolvedValueOnce(2).mockResolvedValueOnce(1);
+      // Four jobs still wait, then three, then two (half the batch): room for the next batch.
+      queue.getWaitingCount = jest
+        .fn()
+        .mockResolvedValueOnce(4)
+        .mockResolvedValueOnce(3)
+        .mockResolvedValueOnce(2)
+        .mockResolvedValueOnce(1);
 
-      expect(await sut.sweep(running)).toBe(7);
+      expect(await sut.sweep(running)).toBe(2 * size + 3);
 
-      expect(queue.addBulk.mock.calls).toEqual([
-        [['pay_a', 'pay_b', 'pay_c', 'pay_d'].map((id) => job(id))],
-        [['pay_c', 'pay_d', 'pay_e', 'pay_f'].map((id) => job(id))],
-        [['pay_f', 'pay_g'].map((id) => job(id))],
+      // Each pass passes over what the earlier passes queued (those still waiting are not queued twice).
+      const { staleAfterMs } = config.reconcile;
+      expect(payments.findDueForReconciliation.mock.calls).toEqual([
+        [expect.anything(), staleAfterMs, size, []],
+        [expect.anything(), staleAfterMs, size, first],
+        [expect.anything(), staleAfterMs, size, [...first, ...second]],
       ]);
-      expect(queue.getWaitingCount).toHaveBeenCalledTimes(3);
+      expect(queue.addBulk.mock.calls.map(([jobs]) => jobs.length)).toEqual([4, 4, 1]);
+      expect(queue.getWaitingCount).toHaveBeenCalledTimes(4);
     });
 
     it('stops waiting for room after one interval, leaving the rest to the next sweep', async () => {
@@ -218,89 +239,60 @@ describe('ReconciliationService', () => {
         { status: 'failed', providerChargeId: 'ch_1', failureCode: 'card_declined' },
         402,
       ],
-    ])('records %s found by the lookup under its lease, submitting nothing', async (_name, found, outcome, status) => {
+    ])('records %s from one call presenting the charge under its key and its lease', async (_name, answered, outcome, status) => {
       const { sut, db, keys, payments, provider, dataSource, config, takesLease, finds, recordsOutcome } = setup();
       const leaseTaken = takesLease();
       const payment = aPayment();
       finds(payment);
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: answered });
       recordsOutcome();
 
       expect(await sut.reconcile(PAY_1)).toBe('settled');
 
       // One call, no in-call retries: the reconciliation ladder is this hop's only retry layer.
-      expect(provider.getCharge).toHaveBeenCalledWith('pk_pay_1', {
-        clientId: 'client_1',
-        maxAttempts: 1,
-        deadlineMs: config.provider.deadlineMs,
-      });
+      // The provider's POST is idempotent per provider key: a charge it holds is
+      // answered as it now is, one it never received is made, never a second.
+      expect(provider.createCharge).toHaveBeenCalledTimes(1);
+      const [input, options] = provider.createCharge.mock.calls[0];
+      expect(input).toEqual(chargeInputFor(payment));
+      expect(input.providerKey).toBe('pk_pay_1');
+      expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs });
       expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
       expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining(outcome));
       expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
-      // provider.createCharge is not stubbed: a found charge is never submitted again.
+      // provider.getCharge and keys.renewLease are not stubbed: no lookup first,
+      // and a fresh lease outlasts the call without a statement.
     });
 
-    it('submits a charge the provider never received under the same key, within the deadline left', async () => {
+    it('renews a lease that might run out during the call before presenting the charge', async () => {
       jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, db, keys, payments, provider, config, takesLease, finds, recordsOutcome } = setup();
+      const { sut, db, keys, payments, provider, config, takesLease, recordsOutcome } = setup();
       const leaseTaken = takesLease();
-      const payment = aPayment();
-      finds(payment);
-      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
-        // The lookup spends part of the one deadline both calls share.
-        jest.advanceTimersByTime(3_000);
-        return { kind: 'not_found' as const };
+      payments.findForClient = jest.fn(async (_db, _clientId, _id) => {
+        // A stall shorter than the lease, but too long for the lease to outlast the call.
+        jest.advanceTimersByTime(config.idempotency.leaseMs - config.provider.deadlineMs + 1);
+        return aPayment();
       });
+      keys.renewLease = jest.fn().mockResolvedValue(true);
       provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
       recordsOutcome();
 
       expect(await sut.reconcile(PAY_1)).toBe('settled');
 
-      expect(provider.createCharge).toHaveBeenCalledTimes(1);
-      const [input, options] = provider.createCharge.mock.calls[0];
-      expect(input).toEqual(chargeInputFor(payment));
-      expect(input.providerKey).toBe('pk_pay_1');
-      expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs - 3_000 });
-      expect(options!.deadlineMs).toBeLessThanOrEqual(config.provider.deadlineMs);
-      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, {
-        status: 'succeeded',
-        providerChargeId: 'ch_1',
-      });
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status: 201 }), expect.any(Number));
-    });
-
-    it('does not submit once the lookup has used up the deadline: it postpones and counts the attempt', async () => {
-      jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, payments, provider, config, takesLease, finds, postpones } = setup();
-      takesLease();
-      finds(aPayment());
-      provider.getCharge = jest.fn(async (_providerKey, _opts) => {
-        jest.advanceTimersByTime(config.provider.deadlineMs);
-        return { kind: 'not_found' as const };
-      });
-      postpones();
-
-      expect(await sut.reconcile(PAY_1)).toBe('postponed');
-
-      // provider.createCharge is not stubbed: a call with no time left would have thrown.
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(
-        expect.anything(),
-        PAY_1,
-        expect.objectContaining({ countAttempt: true }),
-      );
+      expect(keys.renewLease).toHaveBeenCalledWith(db, leaseTaken(), config.idempotency.leaseMs);
+      expect(keys.renewLease.mock.invocationCallOrder[0]).toBeLessThan(provider.createCharge.mock.invocationCallOrder[0]);
     });
 
     it('submits nothing when it stalled past its lease and the lease was taken over', async () => {
       jest.useFakeTimers({ now: new Date('2026-11-29T10:00:00Z') });
-      const { sut, keys, payments, provider, config, takesLease } = setup();
+      const { sut, keys, payments, config, takesLease } = setup();
       takesLease();
       payments.findForClient = jest.fn(async (_db, _clientId, _id) => {
         // A stall (a long GC pause) right after the lease was taken, longer than the lease.
         jest.advanceTimersByTime(config.idempotency.leaseMs);
         return aPayment();
       });
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'not_found' });
       keys.renewLease = jest.fn().mockResolvedValue(false);
 
       expect(await sut.reconcile(PAY_1)).toBe('skipped');
@@ -310,16 +302,13 @@ describe('ReconciliationService', () => {
     });
 
     it.each([
-      ['the provider holds the charge as pending', { kind: 'found', charge: pendingCharge }, undefined],
-      ['the lookup got no answer in time', noAnswer, undefined],
-      ['the submitted charge is pending', { kind: 'not_found' }, { kind: 'answered', charge: pendingCharge }],
-      ['the submission got no answer in time', { kind: 'not_found' }, noAnswer],
-    ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, lookup, submitted) => {
+      ['the provider holds the charge as pending', { kind: 'answered', charge: pendingCharge }],
+      ['the call got no answer in time', noAnswer],
+    ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, answer) => {
       const { sut, db, keys, payments, provider, takesLease, finds, postpones } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: 2 }));
-      provider.getCharge = jest.fn().mockResolvedValue(lookup);
-      if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+      provider.createCharge = jest.fn().mockResolvedValue(answer);
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -344,7 +333,7 @@ describe('ReconciliationService', () => {
       jest.spyOn(Math, 'random').mockReturnValue(random);
       takesLease();
       finds(aPayment({ reconcileAttempts: attempts }));
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: pendingCharge });
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -364,7 +353,7 @@ describe('ReconciliationService', () => {
       jest.spyOn(Math, 'random').mockReturnValue(0.9999);
       takesLease();
       finds(aPayment({ reconcileAttempts: 30 }));
-      provider.getCharge = jest.fn().mockResolvedValue(noAnswer);
+      provider.createCharge = jest.fn().mockResolvedValue(noAnswer);
       postpones();
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
@@ -374,22 +363,14 @@ describe('ReconciliationService', () => {
       expect(delayMs).toBeLessThanOrEqual(config.reconcile.backoffCapMs);
     });
 
-    it.each([
-      ['the lookup', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }, undefined],
-      [
-        'the submission',
-        { kind: 'not_found' },
-        { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 },
-      ],
-    ])(
+    it.each([['the call', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }]])(
       'defers without counting an attempt, even on the last rung, when the breaker refused %s',
-      async (_name, lookup, submitted) => {
+      async (_name, refused) => {
         const { sut, db, keys, payments, provider, config, takesLease, finds, postpones } = setup();
         const leaseTaken = takesLease();
         // On the last rung a counted attempt would send the payment to review.
         finds(aPayment({ reconcileAttempts: config.reconcile.maxAttempts - 1 }));
-        provider.getCharge = jest.fn().mockResolvedValue(lookup);
-        if (submitted) provider.createCharge = jest.fn().mockResolvedValue(submitted);
+        provider.createCharge = jest.fn().mockResolvedValue(refused);
         provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
         postpones();
 
@@ -411,7 +392,7 @@ describe('ReconciliationService', () => {
       const leaseTaken = takesLease();
       const { maxAttempts } = config.reconcile;
       finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
-      provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: pendingCharge });
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: pendingCharge });
       sendsToReview();
 
       expect(await sut.reconcile(PAY_1)).toBe('requires_review');
@@ -436,7 +417,7 @@ describe('ReconciliationService', () => {
         const { sut, db, keys, payments, provider, takesLease, finds, sendsToReview } = setup();
         takesLease();
         finds(aPayment({ amount: 500 }));
-        provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: { ...charge, status, amount: 400 } });
+        provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, status, amount: 400 } });
         sendsToReview();
 
         expect(await sut.reconcile(PAY_1)).toBe('requires_review');
@@ -451,15 +432,15 @@ describe('ReconciliationService', () => {
     );
 
     it.each([
-      ['recording an outcome', { kind: 'found', charge }, false],
-      ['postponing', { kind: 'found', charge: pendingCharge }, false],
-      ['handing the payment to review', { kind: 'found', charge: pendingCharge }, true],
+      ['recording an outcome', { kind: 'answered', charge }, false],
+      ['postponing', { kind: 'answered', charge: pendingCharge }, false],
+      ['handing the payment to review', { kind: 'answered', charge: pendingCharge }, true],
       ['deferring while the breaker is open', { ...noAnswer, gaveUp: 'breaker_open' }, false],
-    ])('writes nothing when its lease was taken over before %s', async (_name, lookup, lastRung) => {
+    ])('writes nothing when its lease was taken over before %s', async (_name, answer, lastRung) => {
       const { sut, db, keys, provider, dataSource, config, takesLease, finds } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: lastRung ? config.reconcile.maxAttempts - 1 : 0 }));
-      provider.getCharge = jest.fn().mockResolvedValue(lookup);
+      provider.createCharge = jest.fn().mockResolvedValue(answer);
       provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
       keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
 
@@ -482,6 +463,85 @@ describe('ReconciliationService', () => {
       await expect(sut.reconcile(PAY_1)).rejects.toThrow('has an unfinished key but is already final');
 
       // The provider is not stubbed: the job stopped before any call.
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+  });
+
+  describe('reconcileBatch', () => {
+    const PAY_IDS = ['pay_1', 'pay_2', 'pay_3'];
+    /** The job's statement takes the leases of pay_1 and pay_2 (pay_3 is no longer due), under one token. */
+    const takesBatch = (keys: ReturnType<typeof setup>['keys'], ...payments: Payment[]) => {
+      keys.takeOverDueLeases = jest.fn(async (_db, _clientId, _ids, _token, _leaseMs) =>
+        payments.map((payment, index) => ({ key: `key-${index + 1}`, payment })),
+      );
+      return (index: number): Lease =>
+        expect.objectContaining({ clientId: 'client_1', key: `key-${index + 1}`, token: keys.takeOverDueLeases.mock.calls[0][3] });
+    };
+
+    it('takes the due payments in one statement, asks about each, and records the final answers in one commit', async () => {
+      const { sut, db, keys, payments, provider, dataSource, config, recordsOutcome } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      recordsOutcome();
+      keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 2, skipped: 1 });
+
+      expect(keys.takeOverDueLeases).toHaveBeenCalledWith(db, 'client_1', PAY_IDS, expect.any(String), config.idempotency.leaseMs);
+      expect(provider.createCharge.mock.calls.map(([input]) => input.reference)).toEqual(['pay_1', 'pay_2']);
+      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(0), lease(1)]);
+      expect(payments.transition.mock.calls.map(([, ref]) => ref)).toEqual([
+        { clientId: 'client_1', id: 'pay_1' },
+        { clientId: 'client_1', id: 'pay_2' },
+      ]);
+      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(0), lease(1)]);
+      // keys.lockIfLeaseHeld is not stubbed: no transaction per payment.
+    });
+
+    it('writes nothing for a payment whose lease was lost by the time the answers are recorded', async () => {
+      const { sut, keys, payments, provider, recordsOutcome } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      recordsOutcome();
+      keys.lockHeldLeases = jest.fn().mockResolvedValue(new Set(['key-2']));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 1, skipped: 2 });
+
+      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
+      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(1)]);
+    });
+
+    it('writes what is not final at once, payment by payment, and only the final answers together', async () => {
+      const { sut, db, keys, payments, provider, dataSource, recordsOutcome, postpones } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
+      provider.createCharge = jest
+        .fn()
+        .mockResolvedValueOnce({ kind: 'answered', charge: pendingCharge })
+        .mockResolvedValueOnce({ kind: 'answered', charge });
+      recordsOutcome();
+      postpones();
+      keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ postponed: 1, settled: 1, skipped: 1 });
+
+      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, { clientId: 'client_1', id: 'pay_1' }, {
+        delayMs: expect.any(Number),
+        countAttempt: true,
+      });
+      expect(keys.release).toHaveBeenCalledWith(db, lease(0));
+      expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(1)]);
+      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
+      expect(dataSource.transaction).toHaveBeenCalledTimes(2);
+    });
+
+    it('asks nothing and writes nothing when it took no payment', async () => {
+      const { sut, keys, dataSource } = setup();
+      takesBatch(keys);
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ skipped: 3 });
+
+      // The provider is not stubbed: no call was made.
       expect(dataSource.transaction).not.toHaveBeenCalled();
     });
   });

@@ -17,9 +17,17 @@ import { type PaymentRef, PaymentsRepository } from '../payments/payments.reposi
 import type { Payment } from '../payments/payments.table';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
-import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
+import {
+  JobName,
+  RECONCILE_JOB_PAYMENTS,
+  RECONCILIATION_QUEUE,
+  type ReconcileJobData,
+} from './reconciliation.constants';
 
 type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
+
+/** What one payment's step came to: done (written, or nothing to write), or a final outcome still to record. */
+type Step = { done: ReconcileResult } | { decide: FinalOutcome };
 
 /**
  * What one step learnt from the provider: a final outcome; nothing final yet
@@ -44,14 +52,24 @@ function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
 /** How often a sweep in a backlog looks whether the workers have taken half of its last batch. */
 const SWEEP_POLL_MS = 100;
 
-/** A payment's reconcile job; its id is the payment's, so it is queued once however often it is found. */
-function reconcileJob({ clientId, id: paymentId }: { clientId: string; id: string }) {
-  return {
-    name: JobName.Reconcile,
-    data: { clientId, paymentId } satisfies ReconcileJobData,
-    // Removed when done, so that a later sweep may queue the payment again.
-    opts: { jobId: `reconcile-${paymentId}`, removeOnComplete: true, removeOnFail: true },
-  };
+/**
+ * The reconcile jobs of a sweep's batch: the payments of each client, up to
+ * RECONCILE_JOB_PAYMENTS a job. Removed when done, leaving nothing in Redis.
+ */
+function reconcileJobs(due: PaymentRef[]) {
+  const byClient = new Map<string, string[]>();
+  for (const { clientId, id } of due) byClient.set(clientId, [...(byClient.get(clientId) ?? []), id]);
+  const jobs = [];
+  for (const [clientId, ids] of byClient) {
+    for (let start = 0; start < ids.length; start += RECONCILE_JOB_PAYMENTS) {
+      jobs.push({
+        name: JobName.Reconcile,
+        data: { clientId, paymentIds: ids.slice(start, start + RECONCILE_JOB_PAYMENTS) } satisfies ReconcileJobData,
+        opts: { removeOnComplete: true, removeOnFail: true },
+      });
+    }
+  }
+  return jobs;
 }
 
 /** A backlog is counted up to this many keys: past it, the figure only says "far behind". */
@@ -84,16 +102,19 @@ export class ReconciliationService {
 
   /**
    * Keeps the workers fed: queues the due payments, RECONCILE_BATCH_SIZE at
-   * most, and while a batch comes back full (a backlog), queues the next as
-   * soon as the workers have taken half of the last, for at most one
-   * interval, after which the next sweep goes on. So a backlog drains as fast
-   * as the workers reconcile, not at one batch per interval, and no more
-   * than a batch ever waits in Redis. The job id is the payment's, so a
-   * payment already queued or running is not queued twice, however many
-   * passes or sweeps (or workers running them) overlap: the payments still
-   * waiting are found again by the next pass, and stay queued once. The
-   * sweep looks across clients (on a sharded schema, across shards); each
-   * job carries its payment's client, so the job's own statements each name it.
+   * most, in jobs of up to RECONCILE_JOB_PAYMENTS payments of one client, and
+   * while a batch comes back full (a backlog), queues the next as soon as the
+   * workers have taken half of the last, for at most one interval, after
+   * which the next sweep goes on. So a backlog drains as fast as the workers
+   * reconcile, not at one batch per interval, and no more than a batch ever
+   * waits in Redis. A pass never queues again what an earlier pass of the
+   * same sweep queued. A payment queued twice all the same (by overlapping
+   * sweeps, or a job put back after its worker died) is worked on once: a job
+   * takes only payments that are still due and not leased
+   * (takeOverDueLeases), so the second job passes over a payment the first
+   * has taken, decided or postponed. The sweep looks across clients (on a
+   * sharded schema, across shards); each job carries its payments' client,
+   * so the job's own statements each name it.
    *
    * Returns how many payments it found due, each counted once.
    */
@@ -102,10 +123,13 @@ export class ReconciliationService {
     const deadline = Date.now() + intervalMs;
     const found = new Set<string>();
     for (;;) {
-      const due = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize);
-      if (due.length > 0) await this.queue.addBulk(due.map(reconcileJob));
+      const due = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize, [
+        ...found,
+      ]);
+      if (due.length > 0) await this.queue.addBulk(reconcileJobs(due));
       for (const { id } of due) found.add(id);
-      if (due.length < batchSize || !(await this.waitForRoom(batchSize / 2, deadline, stop))) return found.size;
+      const lowWater = Math.ceil(batchSize / 2 / RECONCILE_JOB_PAYMENTS);
+      if (due.length < batchSize || !(await this.waitForRoom(lowWater, deadline, stop))) return found.size;
     }
   }
 
@@ -130,30 +154,76 @@ export class ReconciliationService {
   async reconcile(ref: PaymentRef): Promise<ReconcileResult> {
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
-    const paymentId = ref.id;
     const askedAt = performance.now();
     const taken = await this.keys.takeOverLeaseForPayment(db, ref, randomUUID(), leaseMs);
     if (!taken) return 'skipped';
     const lease = heldSince(taken, askedAt, leaseMs);
     const payment = await this.ledger.undecidedPayment(ref);
-    if (payment.status === 'requires_review') return this.recheckReview(lease, payment);
+    const step = await this.step(lease, payment);
+    if ('done' in step) return step.done;
+    return this.reconciled(payment, step.decide, await this.ledger.recordOutcome(lease, payment.id, step.decide));
+  }
+
+  /**
+   * One reconciliation attempt for each of a job's payments (one client's),
+   * as `reconcile` makes it, with the work that does not depend on the
+   * payment paid once: one statement takes the leases of those still due and
+   * reads them (takeOverDueLeases, one token for all), the provider is asked
+   * about each in turn, and the final answers are recorded together in one
+   * transaction (Ledger.recordOutcomes). What is not final is written at once,
+   * payment by payment, as `reconcile` does. A payment not taken (decided,
+   * leased or postponed since its sweep) is skipped.
+   *
+   * Returns how many payments came to each result.
+   */
+  async reconcileBatch(clientId: string, paymentIds: string[]): Promise<Partial<Record<ReconcileResult, number>>> {
+    const { leaseMs } = this.config.idempotency;
+    const token = randomUUID();
+    const askedAt = performance.now();
+    const taken = await this.keys.takeOverDueLeases(this.dataSource.manager, clientId, paymentIds, token, leaseMs);
+    const results: ReconcileResult[] = Array<ReconcileResult>(paymentIds.length - taken.length).fill('skipped');
+    const decided: { lease: HeldLease; payment: Payment; outcome: FinalOutcome }[] = [];
+    for (const { key, payment } of taken) {
+      const lease = heldSince({ clientId, key, token }, askedAt, leaseMs);
+      const step = await this.step(lease, payment);
+      if ('done' in step) results.push(step.done);
+      else decided.push({ lease, payment, outcome: step.decide });
+    }
+    const recorded = await this.ledger.recordOutcomes(
+      decided.map(({ lease, payment, outcome }) => ({ lease, paymentId: payment.id, outcome })),
+    );
+    decided.forEach(({ payment, outcome }, index) => results.push(this.reconciled(payment, outcome, recorded[index])));
+    const counts: Partial<Record<ReconcileResult, number>> = {};
+    for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
+    return counts;
+  }
+
+  /**
+   * A payment under the job's lease: a review is re-checked, anything else is
+   * presented to the provider once. All but a final answer is written here;
+   * a final answer is returned, to be recorded by the caller.
+   */
+  private async step(lease: HeldLease, payment: Payment): Promise<Step> {
+    if (payment.status === 'requires_review') return { done: await this.recheckReview(lease, payment) };
     const answer = await this.askProvider(payment, lease);
-    this.crashPoint.reach('worker_mid_job', { paymentId });
+    this.crashPoint.reach('worker_mid_job', { paymentId: payment.id });
     switch (answer.kind) {
       case 'lease_lost':
-        return 'skipped';
+        return { done: 'skipped' };
       case 'circuit_open':
-        return this.deferWhileProviderDown(lease, payment);
+        return { done: await this.deferWhileProviderDown(lease, payment) };
       case 'not_final':
-        return this.postpone(lease, payment);
-      case 'final': {
-        const { status } = answer.outcome;
-        const recorded = await this.ledger.recordOutcome(lease, paymentId, answer.outcome);
-        if (!recorded) return 'skipped';
-        this.logger.log({ msg: 'payment reconciled', paymentId, status });
-        return status === 'requires_review' ? 'requires_review' : 'settled';
-      }
+        return { done: await this.postpone(lease, payment) };
+      case 'final':
+        return { decide: answer.outcome };
     }
+  }
+
+  /** What recording a final answer came to; undefined when the lease was lost, and nothing was written. */
+  private reconciled(payment: Payment, outcome: FinalOutcome, recorded: unknown): ReconcileResult {
+    if (!recorded) return 'skipped';
+    this.logger.log({ msg: 'payment reconciled', paymentId: payment.id, status: outcome.status });
+    return outcome.status === 'requires_review' ? 'requires_review' : 'settled';
   }
 
   /**
@@ -197,30 +267,24 @@ export class ReconciliationService {
   }
 
   /**
-   * Asks the provider by provider key; a charge it never received is
-   * submitted now with that same key, so this can never make a second charge,
-   * and only while the job's lease holds (Ledger.holdForCall), so a worker
-   * that stalled past it never charges a payment someone else has decided.
+   * Presents the charge to the provider under the payment's provider key, in
+   * one call: the provider's POST is idempotent per key, so for a charge it
+   * already holds it answers with that charge as it now is (what a lookup
+   * would say), and for one it never received it makes it now. This can never
+   * make a second charge, and it goes only while the job's lease holds
+   * (Ledger.holdForCall), so a worker that stalled past it never charges a
+   * payment someone else has decided. A payment in review is only looked up
+   * (recheckReview), never submitted.
    */
   private async askProvider(payment: Payment, lease: HeldLease): Promise<ProviderAnswer> {
-    // Both calls share one provider deadline, which the configuration keeps
-    // shorter than the lease this job holds: the job cannot outlive its lease.
+    // The call's deadline is shorter than the lease (the configuration sees to
+    // it), so a fresh lease holds through the call without a statement.
     const { deadlineMs } = this.config.provider;
-    const deadline = performance.now() + deadlineMs;
-    const lookup = await this.provider.getCharge(payment.providerKey, {
-      clientId: payment.clientId,
-      maxAttempts: 1,
-      deadlineMs,
-    });
-    if (lookup.kind === 'found') return answerOf(outcomeOfCharge(lookup.charge, payment));
-    if (lookup.kind === 'unknown') return lookup.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
-    const left = deadline - performance.now();
-    if (left <= 0) return NOT_FINAL;
-    if (!(await this.ledger.holdForCall(lease, left))) return LEASE_LOST;
+    if (!(await this.ledger.holdForCall(lease, deadlineMs))) return LEASE_LOST;
     const submitted = await this.provider.createCharge(chargeInputFor(payment), {
       clientId: payment.clientId,
       maxAttempts: 1,
-      deadlineMs: left,
+      deadlineMs,
     });
     if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
