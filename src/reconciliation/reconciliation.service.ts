@@ -148,7 +148,7 @@ export class ReconciliationService {
         return this.postpone(lease, payment);
       case 'final': {
         const { status } = answer.outcome;
-        const recorded = await this.ledger.recordOutcome(lease, paymentId, answer.outcome);
+        const recorded = await this.ledger.recordOutcome(lease, payment, answer.outcome);
         if (!recorded) return 'skipped';
         this.logger.log({ msg: 'payment reconciled', paymentId, status });
         return status === 'requires_review' ? 'requires_review' : 'settled';
@@ -242,7 +242,7 @@ export class ReconciliationService {
     if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(lease, payment);
     const outcome = lookup.kind === 'found' ? outcomeOfCharge(lookup.charge, payment) : undefined;
     if (outcome && outcome.status !== 'requires_review') {
-      const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+      const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
       if (!recorded) return 'skipped';
       this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
       return 'settled';
@@ -274,7 +274,7 @@ export class ReconciliationService {
     const { maxAttempts, backoffBaseMs, backoffCapMs } = this.config.reconcile;
     const attempt = payment.reconcileAttempts + 1;
     if (attempt >= maxAttempts) {
-      const recorded = await this.ledger.recordOutcome(lease, payment.id, {
+      const recorded = await this.ledger.recordOutcome(lease, payment, {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: `The provider gave no final answer after ${attempt} reconciliation attempts.`,
