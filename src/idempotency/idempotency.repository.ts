@@ -91,6 +91,12 @@ export function claimParams(claim: KeyClaim): unknown[] {
  * key row and never deadlock; it lasts to the statement's commit, so nobody
  * takes the lease over between the check and the writes. `$1` to `$3` are
  * the lease's client, key and token (leaseParams).
+ *
+ * Every write of the statement must hang off `held` (directly, or through a
+ * CTE that does): Postgres runs a CTE when it is first read, so that is what
+ * makes the lock come before any write. A write that did not would let
+ * `held` run after this statement had already changed the key row, find no
+ * row, and report the lease lost though the writes were made.
  */
 export function heldCte(): string {
   return `held AS MATERIALIZED (
