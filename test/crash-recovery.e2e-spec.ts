@@ -5,7 +5,6 @@ import type { CrashPointName } from '../src/config/app-config';
 import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { Ledger } from '../src/ledger/ledger.service';
-import { EventsRepository } from '../src/merchant-events/events.repository';
 import { PaymentsRepository } from '../src/payments/payments.repository';
 import { eventually } from './support/eventually';
 import { type Reply, crashPointReached, logged, useProcessStack } from './support/process-stack';
@@ -208,8 +207,10 @@ describe('API and worker processes that die, stall or are stopped', () => {
         await eventually(async () => ((await keys.takeOverLease(stack.db.manager, decider, paymentId, 30_000)) ? true : undefined), {
           what: 'the stalled request’s lease to expire',
         });
-        const ledger = new Ledger(stack.db, keys, new PaymentsRepository(), new EventsRepository(), testConfig());
-        const decided = await ledger.recordOutcome(decider, paymentId, {
+        const payments = new PaymentsRepository();
+        const ledger = new Ledger(stack.db, keys, payments, testConfig());
+        const payment = await payments.findForClient(stack.db.manager, clientId, paymentId);
+        const decided = await ledger.recordOutcome(decider, payment!, {
           status: 'failed',
           providerChargeId: null,
           failureCode: 'decided_elsewhere',

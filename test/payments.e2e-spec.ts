@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { Ledger } from '../src/ledger/ledger.service';
+import { PaymentsRepository } from '../src/payments/payments.repository';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { createClient } from './support/test-env';
@@ -403,9 +404,10 @@ describe('POST /v1/payments', () => {
     const pending = await post(key, body({ payment_method: 'pm_card_unavailable' }));
     const [{ client_id: clientId }] = await stack.dataSource.query('SELECT client_id FROM idempotency_keys');
 
+    const read = await stack.app.get(PaymentsRepository).findForClient(stack.dataSource.manager, clientId, pending.body.id);
     const written = await stack.app
       .get(Ledger)
-      .recordOutcome({ clientId, key, token: randomUUID() }, pending.body.id, {
+      .recordOutcome({ clientId, key, token: randomUUID() }, read!, {
         status: 'succeeded',
         providerChargeId: 'ch_forged',
       });

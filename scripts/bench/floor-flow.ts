@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
@@ -10,10 +10,10 @@ import { keyInUse, keyReused } from '../../src/idempotency/idempotency.errors';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../../src/idempotency/idempotency.repository';
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
 import { keyVerdict } from '../../src/idempotency/key-verdict';
-import { EventsRepository } from '../../src/merchant-events/events.repository';
+import { decisionOf } from '../../src/ledger/ledger.service';
 import { isUniqueViolation } from '../../src/database/sql';
 import { chargeInputFor, newPendingPayment, toResource } from '../../src/payments/payment';
-import { finalResponseFor, outcomeOfCharge } from '../../src/payments/payment-outcome';
+import { outcomeOfCharge } from '../../src/payments/payment-outcome';
 import { PaymentLookupService } from '../../src/payments/payment-lookup.service';
 import type { CreatePaymentDto } from '../../src/payments/payments.dto';
 import { orderAlreadyPaid } from '../../src/payments/payments.errors';
@@ -40,26 +40,9 @@ import type { ChargeInput } from '../../src/provider/provider.client';
  * What the repositories call on an EntityManager: `query(text, params)`,
  * answered with the rows (queryRows takes rows or TypeORM's [rows, count]).
  */
-function managerOver(runner: Pool | PoolClient): EntityManager {
+function managerOver(runner: Pool): EntityManager {
   const query = async (text: string, params?: unknown[]) => (await runner.query(text, params)).rows;
   return { query } as unknown as EntityManager;
-}
-
-/** What DataSource.transaction does (for the outcome's commit): BEGIN, the work, COMMIT, on one connection of the pool. */
-async function transaction<T>(pool: Pool, work: (db: EntityManager) => Promise<T>): Promise<T> {
-  const connection = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await connection.query('BEGIN');
-    const result = await work(managerOver(connection));
-    await connection.query('COMMIT');
-    return result;
-  } catch (error) {
-    await connection.query('ROLLBACK').catch((failed: Error) => (broken = failed));
-    throw error;
-  } finally {
-    connection.release(broken);
-  }
 }
 
 export interface FloorCreate {
@@ -87,7 +70,6 @@ export class FloorPayments {
   private readonly db: EntityManager;
   private readonly keys = new IdempotencyRepository();
   private readonly payments = new PaymentsRepository();
-  private readonly events = new EventsRepository();
   private readonly answers: AnswerCache;
   /** The service's own authentication (and its cache) and reads, over the same adapter: nothing of theirs is framework. */
   readonly clients: ClientsService;
@@ -152,7 +134,7 @@ export class FloorPayments {
     }
   }
 
-  /** Ledger.recordOutcome: the lock under our lease, the transition, its event and the key's answer, in one commit. */
+  /** Ledger.recordOutcome: the fenced transition, its event and the key's answer, in one statement. */
   private async charge(payment: Payment, lease: Lease, command: FloorCreate): Promise<HttpReply> {
     const charge = await this.callProvider(chargeInputFor(payment), command.requestId);
     const outcome = charge && outcomeOfCharge(charge, payment);
@@ -161,28 +143,13 @@ export class FloorPayments {
       return accepted(payment, PENDING_RETRY_AFTER_SECONDS);
     }
     const askedAt = performance.now();
-    const reply = await transaction(this.pool, async (db): Promise<HttpReply | undefined> => {
-      if (!(await this.keys.lockIfLeaseHeld(db, lease))) return undefined;
-      const decided = await this.payments.transition(db, payment, outcome);
-      if (!decided) throw new Error(`payment ${payment.id} is already final under a live lease`);
-      await this.events.recordPaymentChange(db, decided);
-      if (decided.status === 'requires_review') {
-        const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
-        await this.payments.scheduleReconciliation(db, payment, { delayMs, countAttempt: false });
-        await this.keys.release(db, lease);
-        return accepted(decided, IN_REVIEW_RETRY_AFTER_SECONDS);
-      }
-      const response = finalResponseFor(decided);
-      await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
-      return { ...response, headers: {} };
-    });
-    if (!reply) throw keyInUse();
-    if (reply.status !== 202) {
-      const retentionMs = this.config.idempotency.keyTtlHours * 3_600_000;
-      const response = { status: reply.status, body: reply.body };
-      this.answers.remember(lease.clientId, lease.key, { fingerprint: command.fingerprint, response }, retentionMs, askedAt);
-    }
-    return reply;
+    const decided = await this.payments.recordOutcomeUnderLease(this.db, lease, payment, decisionOf(payment, outcome, this.config));
+    if (decided.kind === 'lease_lost') throw keyInUse();
+    if (decided.kind === 'not_undecided') throw new Error(`payment ${payment.id} is already final under a live lease`);
+    if (!decided.response || decided.expiresInMs === undefined) return accepted(decided.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
+    const answer = { fingerprint: command.fingerprint, response: decided.response };
+    this.answers.remember(lease.clientId, lease.key, answer, decided.expiresInMs, askedAt);
+    return { ...decided.response, headers: {} };
   }
 
   /** ProviderClient's request, byte for byte in what it sends; one attempt. Undefined: no usable answer. */

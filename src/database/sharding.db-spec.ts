@@ -4,6 +4,8 @@ import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by
 import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../scripts/lib/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 import { ClientsRepository } from '../clients/clients.repository';
+import { loadConfig } from '../config/app-config';
+import { decisionOf } from '../ledger/ledger.service';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
 import { EventsRepository } from '../merchant-events/events.repository';
 import { type DeliveryClaim, WebhookDeliveriesRepository } from '../merchant-events/webhook-deliveries.repository';
@@ -31,18 +33,15 @@ const SINGLE_CLIENT = [
   'PaymentsRepository.insertPendingUnderClaim',
   'IdempotencyRepository.renewLease',
   'IdempotencyRepository.takeOverLease',
-  'IdempotencyRepository.lockIfLeaseHeld',
-  'PaymentsRepository.transition',
-  'EventsRepository.recordPaymentChange',
-  'PaymentsRepository.scheduleReconciliation',
+  'PaymentsRepository.recordOutcomeUnderLease',
   'IdempotencyRepository.release',
+  'PaymentsRepository.postponeUnderLease',
   'IdempotencyRepository.takeOverLeaseForPayment',
   'IdempotencyRepository.takeOverDueLeases',
   'IdempotencyRepository.lockHeldLeases',
   'PaymentsRepository.findForClient',
   'PaymentsRepository.advanceProviderVersion',
   'ProcessedMessagesRepository.record',
-  'IdempotencyRepository.complete',
   'PaymentsRepository.listForClient',
   'EventsRepository.findForClient',
   'EventsRepository.listForClient',
@@ -119,6 +118,7 @@ describe('the schema, hash-partitioned by client_id', () => {
     const keys = new IdempotencyRepository();
     const payments = new PaymentsRepository();
     const events = new EventsRepository();
+    const config = loadConfig({});
     const deliveries = new WebhookDeliveriesRepository();
     const messages = new ProcessedMessagesRepository();
     const as = (label: Label, db: EntityManager = dataSource.manager) => recording(db, label, statements);
@@ -134,15 +134,14 @@ describe('the schema, hash-partitioned by client_id', () => {
     )) as Payment;
     await keys.renewLease(as('IdempotencyRepository.renewLease'), lease, leaseMs);
     await keys.takeOverLease(as('IdempotencyRepository.takeOverLease'), lease, payment.id, leaseMs);
-    await dataSource.transaction(async (tx) => {
-      await keys.lockIfLeaseHeld(as('IdempotencyRepository.lockIfLeaseHeld', tx), lease);
-      const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-      const inReview = (await payments.transition(as('PaymentsRepository.transition', tx), payment, review)) as Payment;
-      await events.recordPaymentChange(as('EventsRepository.recordPaymentChange', tx), inReview);
-      const later = { delayMs: 0, countAttempt: false };
-      await payments.scheduleReconciliation(as('PaymentsRepository.scheduleReconciliation', tx), payment, later);
-      await keys.release(as('IdempotencyRepository.release', tx), lease);
-    });
+    const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
+    await payments.recordOutcomeUnderLease(
+      as('PaymentsRepository.recordOutcomeUnderLease'),
+      lease,
+      payment,
+      decisionOf(payment, review, config),
+    );
+    await keys.release(as('IdempotencyRepository.release'), lease);
 
     await payments.findDueForReconciliation(as('PaymentsRepository.findDueForReconciliation'), 0, 10);
     const token = randomUUID();
@@ -156,13 +155,17 @@ describe('the schema, hash-partitioned by client_id', () => {
     await keys.takeOverDueLeases(as('IdempotencyRepository.takeOverDueLeases'), clientId, [payment.id], randomUUID(), leaseMs);
     await dataSource.transaction((tx) => keys.lockHeldLeases(as('IdempotencyRepository.lockHeldLeases', tx), [workerLease]));
 
+    const later = { delayMs: 0, countAttempt: true };
+    await payments.postponeUnderLease(as('PaymentsRepository.postponeUnderLease'), workerLease, payment, later);
+
     await payments.findByProviderKey(as('PaymentsRepository.findByProviderKey'), payment.providerKey);
     await dataSource.transaction(async (tx) => {
       await messages.record(as('ProcessedMessagesRepository.record', tx), clientId, 'provider-events', 'evt_1');
       await payments.advanceProviderVersion(as('PaymentsRepository.advanceProviderVersion', tx), payment, 2);
-      const succeeded = await payments.transition(tx, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
-      await events.recordPaymentChange(tx, succeeded as Payment);
-      await keys.complete(as('IdempotencyRepository.complete', tx), workerLease, { status: 201, body: '{}' }, 0);
+      const eventLease = (await keys.takeOverLeaseForPayment(tx, payment, randomUUID(), leaseMs)) as Lease;
+      const inReview = (await payments.findForClient(tx, clientId, payment.id)) as Payment;
+      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
+      await payments.recordOutcomeUnderLease(tx, eventLease, inReview, decisionOf(inReview, succeeded, config));
     });
 
     await payments.listForClient(as('PaymentsRepository.listForClient'), clientId, { limit: 10, startingAfter: payment.id });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { eventually } from '../../test/support/eventually';
-import { FINGERPRINT, LEASE_MS, LedgerFixtures, TTL_HOURS, useLedgerFixtures } from '../../test/support/ledger-fixtures';
+import { FINGERPRINT, LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { newPaymentId } from '../payments/payment';
 import type { Lease } from './idempotency.repository';
 
@@ -52,9 +52,10 @@ describe('IdempotencyRepository on Postgres', () => {
     });
 
     it('counts the retention from the stored answer, not from the claim', async () => {
-      const { lease } = await given.claimed(clientId);
+      const { lease, payment } = await given.claimed(clientId);
       await given.ageClaim(lease);
-      await keys().complete(manager(), lease, { status: 201, body: '{}' }, 0.5);
+      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
+      await given.decided(lease, payment, succeeded, { IDEMPOTENCY_KEY_TTL_HOURS: '0.5' });
 
       const [row]: { retention_s: number }[] = await db.dataSource.query(
         `SELECT extract(epoch FROM expires_at - completed_at) AS retention_s FROM idempotency_keys WHERE key = $1`,
@@ -140,18 +141,17 @@ describe('IdempotencyRepository on Postgres', () => {
       const decided = await given.succeeded(clientId);
       const postponed = await given.claimed(clientId);
       await given.expireLease(postponed.lease);
-      await db.dataSource.transaction(async (tx) => {
-        await given.payments.scheduleReconciliation(tx, postponed.payment, { delayMs: 60_000, countAttempt: true });
-        await keys().release(tx, postponed.lease);
-      });
+      expect(await given.payments.postponeUnderLease(manager(), postponed.lease, postponed.payment, { delayMs: 60_000, countAttempt: true })).toBe(
+        true,
+      );
       const ids = [due, leased, decided, postponed].map(({ payment }) => payment.id);
       const token = randomUUID();
 
       const taken = await keys().takeOverDueLeases(manager(), clientId, ids, token, LEASE_MS);
 
       expect(taken).toEqual([{ key: due.lease.key, payment: { ...due.payment, updatedAt: expect.any(Date) } }]);
-      expect(await keys().lockIfLeaseHeld(manager(), { clientId, key: due.lease.key, token })).toBe(true);
-      expect(await keys().lockIfLeaseHeld(manager(), due.lease)).toBe(false);
+      expect(await keys().lockHeldLeases(manager(), [{ clientId, key: due.lease.key, token }])).toEqual(new Set([due.lease.key]));
+      expect(await keys().lockHeldLeases(manager(), [due.lease])).toEqual(new Set());
       // Taken now: a second batch with the same payments takes nothing.
       expect(await keys().takeOverDueLeases(manager(), clientId, ids, randomUUID(), LEASE_MS)).toEqual([]);
       // Another client's batch never takes this client's keys.
@@ -167,9 +167,7 @@ describe('IdempotencyRepository on Postgres', () => {
       await holder.connect();
       try {
         await holder.startTransaction();
-        expect(await keys().lockIfLeaseHeld(holder.manager, lease)).toBe(true);
-        await given.payments.scheduleReconciliation(holder.manager, payment, { delayMs: 0, countAttempt: true });
-        await keys().release(holder.manager, lease);
+        expect(await given.payments.postponeUnderLease(holder.manager, lease, payment, { delayMs: 0, countAttempt: true })).toBe(true);
         const batch = keys().takeOverDueLeases(manager(), clientId, [payment.id], randomUUID(), LEASE_MS);
         await eventually(
           async () => {
@@ -213,34 +211,22 @@ describe('IdempotencyRepository on Postgres', () => {
       );
     });
 
-    it('fences: only the current token locks the row, even past expiry while nobody took over', async () => {
-      const { lease } = await given.claimed(clientId);
-      await given.expireLease(lease);
-
-      expect(await keys().lockIfLeaseHeld(manager(), lease)).toBe(true);
-      expect(await keys().lockIfLeaseHeld(manager(), otherLease(lease))).toBe(false);
-
-      const taker = otherLease(lease);
-      const { paymentId } = (await keys().find(manager(), clientId, lease.key))!;
-      await keys().takeOverLease(manager(), taker, paymentId, LEASE_MS);
-      expect(await keys().lockIfLeaseHeld(manager(), lease)).toBe(false);
-      expect(await keys().lockIfLeaseHeld(manager(), taker)).toBe(true);
-    });
-
-    it('lets only its holder complete or release the key', async () => {
-      const { lease } = await given.claimed(clientId);
+    it('lets only its holder settle or release the key', async () => {
+      const { lease, payment } = await given.claimed(clientId);
       const stranger = otherLease(lease);
+      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
 
-      await keys().complete(manager(), stranger, { status: 201, body: '{"forged":true}' }, TTL_HOURS);
+      expect(await given.decided(stranger, payment, succeeded)).toEqual({ kind: 'lease_lost' });
       await keys().release(manager(), stranger);
       expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
         response: undefined,
         leaseRemainingSeconds: LEASE_MS / 1000,
       });
 
-      await keys().complete(manager(), lease, { status: 201, body: '{"id":"pay"}' }, TTL_HOURS);
+      const decided = await given.decided(lease, payment, succeeded);
+      expect(decided).toMatchObject({ kind: 'recorded', response: { status: 201 } });
       expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({
-        response: { status: 201, body: '{"id":"pay"}' },
+        response: decided.kind === 'recorded' ? decided.response : 'none',
         leaseRemainingSeconds: 0,
       });
     });

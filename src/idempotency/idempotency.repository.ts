@@ -79,13 +79,73 @@ export function claimParams(claim: KeyClaim): unknown[] {
 }
 
 /**
- * The idempotency_keys table. Every method is one statement; the create flow
- * and the ledger compose them into transactions. Times come from Postgres
+ * The fence of every write to a payment after its creation, as the `held`
+ * CTE of the one statement that makes the write (see
+ * PaymentsRepository.recordOutcomeUnderLease and postponeUnderLease): the
+ * key row, locked, if and only if this lease's token still holds it, and
+ * every write of the statement hangs off it. A writer that stalled past its
+ * lease, and was taken over, finds another token and writes nothing. A lease
+ * that expired with no taker still holds: nobody else has acted on the payment.
+ *
+ * The lock is taken in the statement (no round trip of its own) and before
+ * the payment row, the order every writer follows, so writers queue on the
+ * key row and never deadlock; it lasts to the statement's commit, so nobody
+ * takes the lease over between the check and the writes. `$1` to `$3` are
+ * the lease's client, key and token (leaseParams).
+ *
+ * Every write of the statement must hang off `held` (directly, or through a
+ * CTE that does): Postgres runs a CTE when it is first read, so that is what
+ * makes the lock come before any write. A write that did not would let
+ * `held` run after this statement had already changed the key row, find no
+ * row, and report the lease lost though the writes were made.
+ */
+export function heldCte(): string {
+  return `held AS MATERIALIZED (
+       SELECT 1 FROM idempotency_keys
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3
+          FOR UPDATE
+     )`;
+}
+
+export function leaseParams(lease: Lease): unknown[] {
+  return [lease.clientId, lease.key, lease.token];
+}
+
+/**
+ * What the key keeps once its holder is done, as the `settled` CTE of the
+ * statement that does it, written only if the CTE `after` returned a row:
+ * the final response if there is one (`$first`: its status, then the body's
+ * text before and after the payment's updated_at, `updatedAtJson`; then the
+ * retention in hours, counted from now()), the lease released in any case.
+ * Without a response (all four NULL) the key stays unfinished, as a payment
+ * in review or one whose reconciliation is postponed leaves it. Returns the
+ * stored response and the retention left, by Postgres' clock.
+ */
+export function settledCte(after: string, first: number, updatedAtJson: string): string {
+  const [status, before, bodyAfter, ttlHours] = ['smallint', 'text', 'text', 'float8'].map((type, i) => `$${first + i}::${type}`);
+  return `settled AS (
+       UPDATE idempotency_keys
+          SET response_status = ${status},
+              response_body = ${before} || ${updatedAtJson} || ${bodyAfter},
+              completed_at = CASE WHEN ${status} IS NULL THEN NULL ELSE now() END,
+              expires_at = now() + ${ttlHours} * interval '1 hour',
+              lease_token = NULL, leased_until = NULL
+        WHERE client_id = $1 AND key = $2 AND lease_token = $3 AND EXISTS (SELECT 1 FROM ${after})
+        RETURNING response_status AS "responseStatus", response_body AS "responseBody",
+                  (extract(epoch FROM expires_at - now()) * 1000)::float8 AS "expiresInMs"
+     )`;
+}
+
+/**
+ * The idempotency_keys table. Every method is one statement; the writes that
+ * decide a payment are single statements of PaymentsRepository that use the
+ * fragments above. Times come from Postgres
  * (now()), so several API and worker processes agree on when a lease expires.
  *
  * "Expired" has one definition, `expires_at <= now()`, shared by the read, the
- * claim's takeover and the prune. Only complete() sets expires_at (NULL until
- * then, and the schema ties it to completed_at), so a key whose payment is not
+ * claim's takeover and the prune. Only the statement that stores the final
+ * response sets expires_at (settledCte: NULL until then, and the schema ties
+ * it to completed_at), so a key whose payment is not
  * final never expires.
  */
 @Injectable()
@@ -230,35 +290,6 @@ export class IdempotencyRepository {
       [clientId, leases.map((lease) => lease.key), leases.map((lease) => lease.token)],
     );
     return new Set(rows.map((row) => row.key));
-  }
-
-  /**
-   * The fence of the outcome transaction: locks the key row only if this lease
-   * still holds it. A request that stalled past its lease, and was taken over,
-   * finds another token here and writes nothing. A lease that expired with no
-   * taker still holds: nobody else has acted on the payment.
-   */
-  async lockIfLeaseHeld(db: EntityManager, lease: Lease): Promise<boolean> {
-    const rows = await queryRows(
-      db,
-      `SELECT 1 FROM idempotency_keys
-        WHERE client_id = $1 AND key = $2 AND lease_token = $3
-          FOR UPDATE`,
-      [lease.clientId, lease.key, lease.token],
-    );
-    return rows.length === 1;
-  }
-
-  /** Stores the final response; the key's retention starts now. */
-  async complete(db: EntityManager, lease: Lease, response: StoredResponse, ttlHours: number): Promise<void> {
-    await db.query(
-      `UPDATE idempotency_keys
-          SET response_status = $4, response_body = $5, completed_at = now(),
-              expires_at = now() + $6 * interval '1 hour',
-              lease_token = NULL, leased_until = NULL
-        WHERE client_id = $1 AND key = $2 AND lease_token = $3`,
-      [lease.clientId, lease.key, lease.token, response.status, response.body, ttlHours],
-    );
   }
 
   /** Lets a retry (or the worker) resume at once, instead of waiting out the lease. */

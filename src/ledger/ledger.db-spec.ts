@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import type { Lease } from '../idempotency/idempotency.repository';
+import type { DataSource } from 'typeorm';
 import { loadConfig } from '../config/app-config';
 import { Ledger, heldSince } from './ledger.service';
 
@@ -12,7 +13,7 @@ describe('Ledger on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments, given.events, loadConfig({}));
+    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
   });
 
   const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);
@@ -31,7 +32,7 @@ describe('Ledger on Postgres', () => {
   it('records the outcome and the response to replay in one commit', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
 
     const response = recorded?.response;
     expect(response?.status).toBe(201);
@@ -46,8 +47,8 @@ describe('Ledger on Postgres', () => {
     const taker = await takenOver(lost.lease);
 
     const recorded = await ledger.recordOutcomes([
-      { lease: kept.lease, paymentId: kept.payment.id, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
-      { lease: lost.lease, paymentId: lost.payment.id, outcome: { status: 'succeeded', providerChargeId: 'ch_2' } },
+      { lease: kept.lease, payment: kept.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
+      { lease: lost.lease, payment: lost.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_2' } },
     ]);
 
     expect(recorded).toEqual([expect.objectContaining({ response: expect.objectContaining({ status: 201 }) }), undefined]);
@@ -60,7 +61,7 @@ describe('Ledger on Postgres', () => {
   it('sends a payment to review with no answer on its key, the lease released and the re-check scheduled', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment.id, {
+    const recorded = await ledger.recordOutcome(lease, payment, {
       status: 'requires_review',
       failureCode: 'reconciliation_exhausted',
       failureMessage: 'No final answer.',
@@ -77,11 +78,11 @@ describe('Ledger on Postgres', () => {
 
   it('moves a payment in review once, to a final status, storing the final response', async () => {
     const { lease, payment } = await given.claimed(clientId);
-    await ledger.recordOutcome(lease, payment.id, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    await ledger.recordOutcome(lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
     const resolver = { ...lease, token: randomUUID() };
     await given.keys.takeOverLease(db.dataSource.manager, resolver, payment.id, LEASE_MS);
 
-    const resolved = await ledger.recordOutcome(resolver, payment.id, {
+    const resolved = await ledger.recordOutcome(resolver, (await given.paymentById(payment.id))!, {
       status: 'failed',
       providerChargeId: null,
       failureCode: 'review_resolved_failed',
@@ -103,7 +104,7 @@ describe('Ledger on Postgres', () => {
     const { lease, payment } = await given.claimed(clientId);
     await takenOver(lease);
 
-    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
     const postponed = await ledger.postpone(lease, payment.id, { delayMs: 1_000, countAttempt: true });
 
     expect(recorded).toBeUndefined();
@@ -154,16 +155,39 @@ describe('Ledger on Postgres', () => {
     });
   });
 
-  it('rolls the whole fenced transaction back when its work fails', async () => {
+  it('records an outcome in one statement: no transaction, one round trip', async () => {
     const { lease, payment } = await given.claimed(clientId);
-
-    const failing = ledger.withLease(lease, async (tx) => {
-      await given.payments.scheduleReconciliation(tx, payment, { delayMs: 1_000, countAttempt: true });
-      throw new Error('crash inside the transaction');
+    const sent: string[] = [];
+    const manager = new Proxy(db.dataSource.manager, {
+      get(target, property, receiver) {
+        if (property !== 'query') return Reflect.get(target, property, receiver) as unknown;
+        return (text: string, params?: unknown[]) => (sent.push(text), target.query(text, params));
+      },
     });
+    const counted = { manager, transaction: () => Promise.reject(new Error('no transaction')) } as unknown as DataSource;
+    const counting = new Ledger(counted, given.keys, given.payments, loadConfig({}));
 
-    await expect(failing).rejects.toThrow('crash inside the transaction');
-    expect(await given.paymentById(payment.id)).toMatchObject({ reconcileAttempts: 0 });
+    const recorded = await counting.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+
+    expect(sent).toHaveLength(1);
+    expect(recorded?.response?.status).toBe(201);
+    // The key's retention as Postgres counted it, for the answer cache: the TTL, from the statement's now().
+    expect(recorded?.expiresInMs).toBe(24 * 3_600_000);
+    expect(await keyOf(lease)).toMatchObject({ response: recorded?.response });
+  });
+
+  it('throws, having written nothing, when the lease holds but the payment cannot move so', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
+    await ledger.recordOutcome(lease, payment, review);
+    const again = { ...lease, token: randomUUID() };
+    await given.keys.takeOverLease(db.dataSource.manager, again, payment.id, LEASE_MS);
+    const inReview = (await given.paymentById(payment.id))!;
+
+    await expect(ledger.recordOutcome(again, inReview, review)).rejects.toThrow(/already final/);
+
+    expect(await given.paymentById(payment.id)).toEqual(inReview);
+    expect(await keyOf(again)).toMatchObject({ response: undefined, leaseRemainingSeconds: LEASE_MS / 1000 });
   });
 
   it('refuses to hand out the payment of an unfinished key once it is final', async () => {

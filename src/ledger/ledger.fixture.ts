@@ -2,8 +2,8 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { strictMock } from '../common/strict-mock.fixture';
 import { type AppConfig, loadConfig } from '../config/app-config';
 import type { IdempotencyRepository } from '../idempotency/idempotency.repository';
-import type { EventsRepository } from '../merchant-events/events.repository';
-import type { PaymentsRepository } from '../payments/payments.repository';
+import { decidedAs } from '../payments/payment-outcome';
+import type { Decided, PaymentsRepository } from '../payments/payments.repository';
 import type { Payment } from '../payments/payments.table';
 import type { ProviderClient } from '../provider/provider.client';
 import { Ledger } from './ledger.service';
@@ -12,9 +12,9 @@ import { Ledger } from './ledger.service';
  * What the unit specs of every writer build on: strict mocks of the
  * repositories and the provider, a DataSource whose transactions run on one
  * fake manager, and the real ledger over them, whose fenced writes are part
- * of every flow under test. The outbox write is stubbed here, because every
- * transition makes it: a spec reads `events.recordPaymentChange` to see
- * which changes were announced.
+ * of every flow under test. A spec stubs the fenced statements it expects
+ * (payments.recordOutcomeUnderLease, payments.postponeUnderLease) and reads
+ * what they were sent.
  */
 export function ledgerMocks(env: Record<string, string> = {}): {
   db: EntityManager;
@@ -22,7 +22,6 @@ export function ledgerMocks(env: Record<string, string> = {}): {
   dataSource: DataSource;
   keys: jest.Mocked<IdempotencyRepository>;
   payments: jest.Mocked<PaymentsRepository>;
-  events: jest.Mocked<EventsRepository>;
   provider: jest.Mocked<ProviderClient>;
   config: AppConfig;
   ledger: Ledger;
@@ -32,9 +31,24 @@ export function ledgerMocks(env: Record<string, string> = {}): {
   const dataSource = { manager: db, transaction } as unknown as DataSource;
   const keys = strictMock<IdempotencyRepository>('keys');
   const payments = strictMock<PaymentsRepository>('payments');
-  const events = strictMock<EventsRepository>('events');
-  events.recordPaymentChange = jest.fn(async (_db: EntityManager, _payment: Payment) => undefined);
   const config = loadConfig(env);
-  const ledger = new Ledger(dataSource, keys, payments, events, config);
-  return { db, transaction, dataSource, keys, payments, events, provider: strictMock<ProviderClient>('provider'), config, ledger };
+  const ledger = new Ledger(dataSource, keys, payments, config);
+  return { db, transaction, dataSource, keys, payments, provider: strictMock<ProviderClient>('provider'), config, ledger };
+}
+
+/**
+ * PaymentsRepository.recordOutcomeUnderLease as Postgres answers it while
+ * the lease holds and the payment can move: the payment as the decision
+ * leaves it, updated now, and the response its key stores, with the full
+ * retention left.
+ */
+export function recordsOutcomes(): jest.MockedFunction<PaymentsRepository['recordOutcomeUnderLease']> {
+  return jest.fn(async (_db, _lease, payment, decision): Promise<Decided> => {
+    const now = new Date();
+    const moved = { ...decidedAs(payment as Payment, decision.outcome), updatedAt: now };
+    const { answer } = decision;
+    if (!answer) return { kind: 'recorded', payment: moved };
+    const body = answer.body.before + JSON.stringify(now.toISOString()) + answer.body.after;
+    return { kind: 'recorded', payment: moved, response: { status: answer.status, body }, expiresInMs: answer.ttlHours * 3_600_000 };
+  });
 }

@@ -4,10 +4,10 @@ import { DataSource, type EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
-import { EventsRepository } from '../merchant-events/events.repository';
+import { paymentChangeOf } from '../merchant-events/events.repository';
 import type { Payment } from '../payments/payments.table';
-import { type FinalOutcome, finalResponseFor } from '../payments/payment-outcome';
-import { type PaymentRef, PaymentsRepository } from '../payments/payments.repository';
+import { type FinalOutcome, aroundUpdatedAt, decidedAs, finalResponseFor } from '../payments/payment-outcome';
+import { type Decision, type PaymentRef, PaymentsRepository } from '../payments/payments.repository';
 
 /**
  * A lease and what this process knows of its expiry: Postgres cannot see it
@@ -26,16 +26,18 @@ export function heldSince(lease: Lease, askedAt: number, leaseMs: number): HeldL
 
 /**
  * The only ways a payment changes after it is created. Every writer (the
- * request, the reconciliation worker) goes through here, and every write here
- * is fenced by the lease on the payment's idempotency key: one transaction
- * that first locks the key row if, and only if, the writer's lease token still
- * holds it. A writer that stalled past its lease and was taken over finds
+ * request, the reconciliation worker, a provider event, an operator) goes
+ * through here, and every write here is one statement fenced by the lease on
+ * the payment's idempotency key: it locks the key row if, and only if, the
+ * writer's lease token still holds it, and writes nothing otherwise (see
+ * heldCte). A writer that stalled past its lease and was taken over finds
  * another token and commits nothing, so two writers can never both decide a
  * payment. Every status change commits with its merchant event (the outbox),
- * and the schema refuses a commit that has one without the other.
+ * in the same statement, and the schema refuses a commit that has one
+ * without the other.
  *
  * A lease's client is its payment's, so every statement here names the
- * client: on a schema sharded by client, each transaction runs on one shard.
+ * client: on a schema sharded by client, each runs on one shard.
  */
 @Injectable()
 export class Ledger {
@@ -43,50 +45,53 @@ export class Ledger {
     private readonly dataSource: DataSource,
     private readonly keys: IdempotencyRepository,
     private readonly payments: PaymentsRepository,
-    private readonly events: EventsRepository,
     @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   /**
-   * Runs `work` in one transaction that holds the key row locked under this
-   * lease. Undefined, with nothing written, when the lease was lost. A lease
-   * that expired with no taker still holds: nobody else has acted on the payment.
-   */
-  async withLease<T extends NonNullable<unknown>>(
-    lease: Lease,
-    work: (db: EntityManager) => Promise<T>,
-  ): Promise<T | undefined> {
-    return this.dataSource.transaction(async (db) =>
-      (await this.keys.lockIfLeaseHeld(db, lease)) ? work(db) : undefined,
-    );
-  }
-
-  /**
-   * Moves an undecided payment, in one commit with what its key keeps:
+   * Moves an undecided payment, in one statement and so one commit with its
+   * event and what its key keeps:
    *
    * - to succeeded or failed: the key stores the final response, replayed
-   *   byte for byte from then on (`response`);
+   *   byte for byte from then on (`response`), and its retention starts;
    * - to requires_review: the key keeps no answer (the payment is not final)
    *   and its lease is released, and the first review re-check is scheduled.
    *
+   * `payment` is the payment as the caller read it under this lease (its
+   * response and event are rendered from it: see decidedAs). `db`: a
+   * provider event's transaction; by default the statement commits alone.
    * Undefined, with nothing written, when the lease was lost.
    */
-  async recordOutcome(lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded | undefined> {
-    return this.withLease(lease, (db) => this.applyUnderLease(db, lease, paymentId, outcome));
+  async recordOutcome(
+    lease: Lease,
+    payment: Payment,
+    outcome: FinalOutcome,
+    db: EntityManager = this.dataSource.manager,
+  ): Promise<Recorded | undefined> {
+    const result = await this.payments.recordOutcomeUnderLease(db, lease, payment, decisionOf(payment, outcome, this.config));
+    switch (result.kind) {
+      case 'lease_lost':
+        return undefined;
+      case 'not_undecided':
+        // Only a lease holder decides a payment, and it completes the key in
+        // the same commit: a final payment under a live lease means the
+        // schema's invariants were bypassed.
+        throw notUndecidedUnderLease(payment.id);
+      case 'recorded':
+        return { payment: result.payment, response: result.response, expiresInMs: result.expiresInMs };
+    }
   }
 
   /**
    * recordOutcome for several payments of one client at once (a reconcile
    * job's batch), in one transaction: first the key rows these leases still
-   * hold are locked, in key order, then each payment is decided exactly as
-   * recordOutcome decides it. Each result is in its item's place: undefined,
-   * with nothing written for that payment, when its lease was lost. One
-   * commit instead of one per payment: the statements that fence and commit
-   * are paid once per batch.
+   * hold are locked, in key order (two batches that share payments queue
+   * rather than deadlock), then each payment is decided by recordOutcome's
+   * statement. Each result is in its item's place: undefined, with nothing
+   * written for that payment, when its lease was lost. One commit instead of
+   * one per payment.
    */
-  async recordOutcomes(
-    items: { lease: Lease; paymentId: string; outcome: FinalOutcome }[],
-  ): Promise<(Recorded | undefined)[]> {
+  async recordOutcomes(items: { lease: Lease; payment: Payment; outcome: FinalOutcome }[]): Promise<(Recorded | undefined)[]> {
     if (items.length === 0) return [];
     return this.dataSource.transaction(async (db) => {
       const held = await this.keys.lockHeldLeases(
@@ -94,8 +99,8 @@ export class Ledger {
         items.map(({ lease }) => lease),
       );
       const recorded: (Recorded | undefined)[] = [];
-      for (const { lease, paymentId, outcome } of items) {
-        recorded.push(held.has(lease.key) ? await this.applyUnderLease(db, lease, paymentId, outcome) : undefined);
+      for (const { lease, payment, outcome } of items) {
+        recorded.push(held.has(lease.key) ? await this.recordOutcome(lease, payment, outcome, db) : undefined);
       }
       return recorded;
     });
@@ -106,9 +111,10 @@ export class Ledger {
    * that records the message as processed), under the same fence as every
    * other writer: the payment's lease is taken in this transaction, then the
    * charge's version is moved forward and, when the event carries a final
-   * outcome for an undecided payment, the outcome is applied. Locks are taken
-   * key row first, payment row second, as the request and the worker do, so
-   * concurrent writers queue and never deadlock.
+   * outcome for an undecided payment, the outcome is recorded by the same
+   * statement as recordOutcome's. Locks are taken key row first, payment row
+   * second, as the request and the worker do, so concurrent writers queue and
+   * never deadlock.
    *
    * - 'stale': the version is not newer than the last applied; nothing changes;
    * - 'noted': the version moved forward, the payment did not (a pending
@@ -132,49 +138,23 @@ export class Ledger {
       await this.keys.release(db, lease);
       return 'stale';
     }
-    await this.applyUnderLease(db, lease, payment.id, event.outcome);
+    // Taken in this transaction, the lease cannot have been lost since.
+    const recorded = await this.recordOutcome(lease, payment, event.outcome, db);
+    if (!recorded) throw new Error(`payment ${payment.id}: the lease taken in this transaction did not hold`);
     return 'applied';
   }
 
   /**
-   * The body of every decision, in the caller's transaction: the transition,
-   * the event that tells the merchant, and what the key keeps.
-   */
-  private async applyUnderLease(db: EntityManager, lease: Lease, paymentId: string, outcome: FinalOutcome): Promise<Recorded> {
-    const ref = paymentOf(lease, paymentId);
-    const payment = await this.payments.transition(db, ref, outcome);
-    // Only a lease holder decides a payment, and it completes the key in the
-    // same commit: a final payment under a live lease means the schema's
-    // invariants were bypassed.
-    if (!payment) throw notUndecidedUnderLease(paymentId);
-    await this.events.recordPaymentChange(db, payment);
-    if (payment.status === 'requires_review') {
-      const delayMs = this.config.reconcile.reviewRecheckIntervalMs;
-      await this.payments.scheduleReconciliation(db, ref, { delayMs, countAttempt: false });
-      await this.keys.release(db, lease);
-      return { payment };
-    }
-    const response = finalResponseFor(payment);
-    await this.keys.complete(db, lease, response, this.config.idempotency.keyTtlHours);
-    return { payment, response };
-  }
-
-  /**
    * No final answer yet: sets when reconciliation looks again (counting the
-   * attempt, unless none was made) and releases the lease, in one commit.
-   * False when the lease was lost.
+   * attempt, unless none was made) and releases the lease, in one statement.
+   * False, with nothing written, when the lease was lost.
    */
   async postpone(
     lease: Lease,
     paymentId: string,
     next: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<boolean> {
-    const postponed = await this.withLease(lease, async (db) => {
-      await this.payments.scheduleReconciliation(db, paymentOf(lease, paymentId), next);
-      await this.keys.release(db, lease);
-      return true;
-    });
-    return postponed ?? false;
+    return this.payments.postponeUnderLease(this.dataSource.manager, lease, paymentOf(lease, paymentId), next);
   }
 
   /**
@@ -205,10 +185,36 @@ export class Ledger {
   }
 }
 
-/** What recordOutcome committed: the payment as it now is, and the response its key stores if it is final. */
+/**
+ * What recordOutcome committed: the payment as it now is, and if it is final
+ * the response its key stores, with the key's retention left (ms) as
+ * Postgres counted it in that statement.
+ */
 export interface Recorded {
   payment: Payment;
   response?: StoredResponse;
+  expiresInMs?: number;
+}
+
+/**
+ * All that recording `outcome` on `payment` writes besides the payment's
+ * columns, rendered from the payment as the statement will leave it
+ * (decidedAs): the final response its key stores, if it is final; the event
+ * that announces it; for a review, when it is re-checked first.
+ */
+export function decisionOf(payment: Payment, outcome: FinalOutcome, config: AppConfig): Decision {
+  const decided = decidedAs(payment, outcome);
+  const change = paymentChangeOf(decided);
+  if (decided.status === 'requires_review') {
+    return { outcome, change, recheckInMs: config.reconcile.reviewRecheckIntervalMs };
+  }
+  let status = 0;
+  const body = aroundUpdatedAt((updatedAt) => {
+    const response = finalResponseFor(decided, updatedAt);
+    status = response.status;
+    return response.body;
+  });
+  return { outcome, change, answer: { status, body, ttlHours: config.idempotency.keyTtlHours } };
 }
 
 /** The payment a lease is held for: the lease's client is the payment's. */

@@ -13,7 +13,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments, given.events, loadConfig({}));
+    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
   });
 
   const eventsOf = (paymentId: string): Promise<EventRecord[]> =>
@@ -27,7 +27,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
   it('commits each decision with one event of its type, carrying the payment as it now is', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment.id, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
 
     const events = await eventsOf(payment.id);
     expect(events).toHaveLength(1);
@@ -40,7 +40,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
   it('announces a review and then its end, once each', async () => {
     const { lease, payment } = await given.claimed(clientId);
     const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-    await ledger.recordOutcome(lease, payment.id, review);
+    await ledger.recordOutcome(lease, payment, review);
     const failed = { status: 'failed', providerChargeId: null, failureCode: 'card_declined', failureMessage: 'no' } as const;
     await given.transitioned(payment, failed);
 
@@ -59,30 +59,36 @@ describe('EventsRepository and the outbox on Postgres', () => {
     expect(await eventsOf(payment.id)).toEqual([]);
   });
 
-  it('leaves neither the change nor its event when the transaction dies before its commit', async () => {
-    const { payment } = await given.claimed(clientId);
+  it('leaves neither the change nor its event when the statement fails', async () => {
+    const { lease, payment } = await given.claimed(clientId);
+    // An event of this status already there (as a hand-written one would be): the statement's own is refused.
+    await db.dataSource.query(
+      `INSERT INTO events (id, client_id, type, payment_id, data) VALUES ($1, $2, 'payment.succeeded', $3, '{}')`,
+      ['evt_01JDQ2ZC4R5S8V9W0X1Y2Z3A4D', clientId, payment.id],
+    );
 
-    const died = await db.dataSource
-      .transaction(async (tx) => {
-        const moved = await given.payments.transition(tx, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
-        await given.events.recordPaymentChange(tx, moved!);
-        throw new Error('crash before commit');
-      })
+    const refused = await ledger
+      .recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' })
       .catch((error: unknown) => error);
 
-    expect(died).toEqual(new Error('crash before commit'));
+    // One status change is announced under one event id: a second event for it is refused, and the change with it.
+    expect(isUniqueViolation(refused, 'events_payment_type_key')).toBe(true);
     expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending' });
-    expect(await eventsOf(payment.id)).toEqual([]);
+    expect((await given.keys.find(db.dataSource.manager, clientId, lease.key))?.response).toBeUndefined();
+    expect(await eventsOf(payment.id)).toHaveLength(1);
   });
 
-  it('announces one status change under one event id: a second event for it is refused', async () => {
-    const { payment } = await given.claimed(clientId);
-    const moved = await given.transitioned(payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+  it('carries the very bytes the moved row renders to, updated_at included', async () => {
+    const { lease, payment } = await given.claimed(clientId);
 
-    const second = await given.events.recordPaymentChange(db.dataSource.manager, moved!).catch((error: unknown) => error);
+    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
 
-    expect(isUniqueViolation(second, 'events_payment_type_key')).toBe(true);
-    expect(await eventsOf(payment.id)).toHaveLength(1);
+    const [{ data }]: { data: string }[] = await db.dataSource.query(`SELECT data::text FROM events WHERE payment_id = $1`, [
+      payment.id,
+    ]);
+    const row = (await given.paymentById(payment.id))!;
+    expect(data).toBe(JSON.stringify({ object: toResource(row) }));
+    expect(recorded?.payment).toEqual(row);
   });
 
   it('queues a delivery with each event of a client that has a webhook endpoint, and none otherwise', async () => {
@@ -101,7 +107,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
     await given.succeeded(other);
     const first = await given.succeeded(clientId);
     const { lease, payment } = await given.claimed(clientId);
-    await ledger.recordOutcome(lease, payment.id, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    await ledger.recordOutcome(lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
     const third = await given.succeeded(clientId);
     const manager = db.dataSource.manager;
 

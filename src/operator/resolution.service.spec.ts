@@ -1,4 +1,4 @@
-import { ledgerMocks } from '../ledger/ledger.fixture';
+import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { aPayment } from '../payments/payment.fixture';
 import { type ResolveCommand, ResolutionService } from './resolution.service';
 
@@ -13,13 +13,9 @@ function setup() {
   const releases = () => {
     keys.release = jest.fn().mockResolvedValue(undefined);
   };
-  /** The resolution path: one fenced transition that stores the final response. */
+  /** The resolution path: one fenced statement that decides the payment and stores the final response. */
   const records = () => {
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, { id }, outcome) =>
-      aPayment({ id, status: outcome.status, providerChargeId: 'providerChargeId' in outcome ? outcome.providerChargeId : null }),
-    );
-    keys.complete = jest.fn().mockResolvedValue(undefined);
+    payments.recordOutcomeUnderLease = recordsOutcomes();
   };
   return { sut, keys, payments, provider, releases, records };
 }
@@ -39,10 +35,14 @@ describe('ResolutionService', () => {
     const result = await sut.resolve(command(status));
 
     expect(result).toMatchObject({ resolved: true, payment: { status: expected } });
-    expect(payments.transition).toHaveBeenCalledWith(
+    expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
       expect.anything(),
-      { clientId: 'client_1', id: 'pay_1' },
-      expect.objectContaining({ status: expected, resolution: { by: 'ops', reason: 'why' } }),
+      expect.objectContaining({ clientId: 'client_1', key: 'k' }),
+      expect.objectContaining({ clientId: 'client_1', id: 'pay_1' }),
+      expect.objectContaining({
+        outcome: expect.objectContaining({ status: expected, resolution: { by: 'ops', reason: 'why' } }),
+        answer: expect.objectContaining({ status: expected === 'succeeded' ? 201 : 402 }),
+      }),
     );
   });
 
@@ -60,7 +60,7 @@ describe('ResolutionService', () => {
 
     expect(await sut.resolve(command(status))).toMatchObject({ resolved: false, refusal });
     expect(keys.release).toHaveBeenCalledTimes(1);
-    // keys.lockIfLeaseHeld and payments.transition are not stubbed: nothing was written.
+    // payments.recordOutcomeUnderLease is not stubbed: nothing was written.
   });
 
   it.each([

@@ -109,7 +109,7 @@ export class ResolutionService {
   }
 
   private async record(lease: Lease, payment: Payment, outcome: FinalOutcome): Promise<ResolveResult> {
-    const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+    const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
     if (!recorded) return refuse('payment_busy', 'The lease was lost while resolving; try again.', payment);
     return { resolved: true, payment: toResource(recorded.payment) };
   }

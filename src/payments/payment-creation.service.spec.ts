@@ -5,7 +5,7 @@ import { DomainError, ErrorCode } from '../common/domain-error';
 import { loadConfig } from '../config/app-config';
 import { AnswerCache } from '../idempotency/answer-cache';
 import type { KeyState } from '../idempotency/idempotency.repository';
-import { ledgerMocks } from '../ledger/ledger.fixture';
+import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import { aPayment } from './payment.fixture';
@@ -53,16 +53,12 @@ async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
 describe('PaymentCreationService.create', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
-  it('claims, charges under the payment’s provider key and records the outcome: one statement, then one transaction', async () => {
+  it('claims, charges under the payment’s provider key and records the outcome: one statement, then another, no transaction', async () => {
     const { sut, keys, payments, provider, dataSource, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, { id }, _outcome) =>
-      aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }),
-    );
-    keys.complete = jest.fn().mockResolvedValue(undefined);
+    payments.recordOutcomeUnderLease = recordsOutcomes();
 
     const reply = await sut.create(command);
 
@@ -75,14 +71,22 @@ describe('PaymentCreationService.create', () => {
       reference: paymentId,
     });
     expect(provider.createCharge.mock.calls[0][1]).toMatchObject({ clientId: 'client_1' });
-    expect(keys.complete).toHaveBeenCalledWith(
+    // The payment as phase 1 returned it, its outcome, and the response the key stores: the one the client gets.
+    const payment = await payments.insertPendingUnderClaim.mock.results[0].value;
+    expect(payments.recordOutcomeUnderLease).toHaveBeenCalledTimes(1);
+    expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
       expect.anything(),
       expect.objectContaining({ key: 'key-1' }),
-      { status: 201, body: reply.body },
-      24,
+      payment,
+      expect.objectContaining({
+        outcome: { status: 'succeeded', providerChargeId: 'ch_1' },
+        answer: expect.objectContaining({ status: 201, ttlHours: 24 }),
+      }),
     );
+    const { response } = (await payments.recordOutcomeUnderLease.mock.results[0].value) as { response: unknown };
+    expect(response).toEqual({ status: reply.status, body: reply.body });
     expect(payments.insertPendingUnderClaim.mock.calls[0][2]).toMatchObject({ lease: { key: 'key-1' }, fingerprint: command.fingerprint });
-    expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+    expect(dataSource.transaction).not.toHaveBeenCalled();
   });
 
   it('replays a stored response from one read: no transaction, no claim, no provider', async () => {
@@ -100,9 +104,7 @@ describe('PaymentCreationService.create', () => {
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, { id }, _outcome) => aPayment({ id, status: 'succeeded', providerChargeId: 'ch_1' }));
-    keys.complete = jest.fn().mockResolvedValue(undefined);
+    payments.recordOutcomeUnderLease = recordsOutcomes();
     const first = await sut.create(command);
     keys.find.mockClear();
 
@@ -199,7 +201,7 @@ describe('PaymentCreationService.create', () => {
     const { sut, keys, payments, provider, command } = setup();
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
+    payments.recordOutcomeUnderLease = jest.fn().mockResolvedValue({ kind: 'lease_lost' });
     keys.find = jest
       .fn()
       .mockResolvedValueOnce(undefined)
@@ -333,17 +335,14 @@ describe('PaymentCreationService.create', () => {
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, { id }, _outcome) => aPayment({ id, status: 'requires_review' }));
-    payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
-    keys.release = jest.fn().mockResolvedValue(undefined);
+    payments.recordOutcomeUnderLease = recordsOutcomes();
 
     const reply = await sut.create(command);
 
     expect(reply.status).toBe(202);
     expect(reply.headers).toEqual({ 'Retry-After': '60' });
     expect(JSON.parse(reply.body)).toMatchObject({ status: 'requires_review' });
-    // keys.complete is not stubbed: nothing was stored on the key.
+    expect(payments.recordOutcomeUnderLease.mock.calls[0][3].answer).toBeUndefined();
   });
 
   it.each([

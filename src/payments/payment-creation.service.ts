@@ -61,15 +61,16 @@ function acceptedReply(payment: Payment, retryAfterSeconds: number): HttpReply {
 }
 
 /**
- * Creating a payment is two transactions with the provider call between them:
+ * Creating a payment is two statements, each its own commit, with the
+ * provider call between them:
  *
  *   1. claimAndCreatePending: claim the idempotency key and insert the pending
- *      payment, in one commit. After it, a retry finds the key and never makes
- *      a second payment.
+ *      payment, in one statement. After it, a retry finds the key and never
+ *      makes a second payment.
  *   2. the provider call, with no transaction open, under a provider key
  *      derived from the payment id, so repeating it charges at most once.
- *   3. Ledger.recordOutcome: move the payment out of pending and store the
- *      response on the key, in one commit, fenced by the lease token.
+ *   3. Ledger.recordOutcome: move the payment out of pending, announce it and
+ *      store the response on the key, in one statement, fenced by the lease token.
  *
  * A crash between 1 and 3 leaves a pending payment whose lease expires; a
  * retry then resumes it (same id, same provider key), or the reconciliation
@@ -214,14 +215,15 @@ export class PaymentCreationService {
       await this.keys.release(this.dataSource.manager, lease);
       return acceptedReply(payment, PENDING_RETRY_AFTER_SECONDS);
     }
-    // The key's retention counts from the commit's now(), which is after this.
+    // The retention the statement returns counts from its now(), which is after this.
     const askedAt = performance.now();
-    const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+    const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
     if (!recorded) return this.answerAfterLostLease(lease);
-    if (!recorded.response) return acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
-    const retentionMs = this.config.idempotency.keyTtlHours * 3_600_000;
+    if (!recorded.response || recorded.expiresInMs === undefined) {
+      return acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
+    }
     const answer = { fingerprint: command.fingerprint, response: recorded.response };
-    this.answers.remember(lease.clientId, lease.key, answer, retentionMs, askedAt);
+    this.answers.remember(lease.clientId, lease.key, answer, recorded.expiresInMs, askedAt);
     return { ...recorded.response, headers: {} };
   }
 

@@ -29,6 +29,6 @@ export class PaymentLookupService {
       limit: page.limit ?? 10,
       startingAfter: page.startingAfter,
     });
-    return { object: 'list', data: result.payments.map(toResource), has_more: result.hasMore };
+    return { object: 'list', data: result.payments.map((payment) => toResource(payment)), has_more: result.hasMore };
   }
 }

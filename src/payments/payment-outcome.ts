@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { ProviderCharge } from '../provider/provider.client';
 import type { StoredResponse } from '../idempotency/idempotency.repository';
 import { DomainError, ErrorCode } from '../common/domain-error';
@@ -72,8 +73,8 @@ export function outcomeOfCharge(
  * replayed byte for byte: 201 for a charge, 402 with the failed payment
  * embedded for a decline. An undecided payment has none.
  */
-export function finalResponseFor(payment: Payment): StoredResponse {
-  const resource = toResource(payment);
+export function finalResponseFor(payment: Payment, updatedAt?: string): StoredResponse {
+  const resource = toResource(payment, updatedAt);
   switch (payment.status) {
     case 'succeeded':
       return { status: 201, body: JSON.stringify(resource) };
@@ -86,4 +87,51 @@ export function finalResponseFor(payment: Payment): StoredResponse {
     case 'pending':
       throw new Error(`payment ${payment.id} is ${payment.status}: it has no final response`);
   }
+}
+
+/**
+ * The payment as the statement that records `outcome` leaves it (see
+ * PaymentsRepository.recordOutcomeUnderLease, whose SET this mirrors), all
+ * but updated_at, which that statement takes from Postgres' now(). Exact for
+ * an undecided payment as last read: what the API shows of a payment and is
+ * not set here (amount, currency, method, order, description, metadata,
+ * created_at) never changes after the insert.
+ */
+export function decidedAs(payment: Payment, outcome: FinalOutcome): Payment {
+  const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
+  return {
+    ...payment,
+    status: outcome.status,
+    providerChargeId: ('providerChargeId' in outcome ? outcome.providerChargeId : null) ?? payment.providerChargeId,
+    failureCode: outcome.status === 'succeeded' ? null : outcome.failureCode,
+    failureMessage: outcome.status === 'succeeded' ? null : outcome.failureMessage,
+    resolvedBy: resolution?.by ?? null,
+    resolutionReason: resolution?.reason ?? null,
+  };
+}
+
+/**
+ * A JSON text that shows a payment, cut where its updated_at goes: the
+ * statement that moves the payment writes its own now() between the two
+ * parts, as a JSON string in toISOString()'s form (what reading the row back
+ * and rendering it gives). So the response a key stores and the event the
+ * merchant gets are the very bytes the payment's row renders to, and they are
+ * written by the statement that changes the row, with no round trip to learn
+ * its time first.
+ */
+export interface JsonAroundUpdatedAt {
+  before: string;
+  after: string;
+}
+
+/**
+ * `render` with updated_at left open: it is given a mark to put where
+ * updated_at goes, and must use it once. The mark is new each time (a UUID,
+ * which JSON leaves as it is), so no text of the client's can contain it.
+ */
+export function aroundUpdatedAt(render: (updatedAt: string) => string): JsonAroundUpdatedAt {
+  const mark = randomUUID();
+  const parts = render(mark).split(JSON.stringify(mark));
+  if (parts.length !== 2) throw new Error(`updated_at rendered ${parts.length - 1} times, not once`);
+  return { before: parts[0], after: parts[1] };
 }

@@ -130,7 +130,11 @@ export function chargeInputFor(payment: Payment): ChargeInput {
   };
 }
 
-export function toResource(payment: Payment): PaymentResource {
+/**
+ * `updatedAt`: the payment's updated_at as the API writes it, when it is not
+ * the record's own (see JsonAroundUpdatedAt, payment-outcome.ts).
+ */
+export function toResource(payment: Payment, updatedAt: string = payment.updatedAt.toISOString()): PaymentResource {
   return {
     id: payment.id,
     object: 'payment',
@@ -145,7 +149,7 @@ export function toResource(payment: Payment): PaymentResource {
     failure_code: payment.failureCode,
     failure_message: payment.failureMessage,
     created_at: payment.createdAt.toISOString(),
-    updated_at: payment.updatedAt.toISOString(),
+    updated_at: updatedAt,
   };
 }
 

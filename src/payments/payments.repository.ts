@@ -1,8 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
-import { type KeyClaim, claimParams, claimedCte } from '../idempotency/idempotency.repository';
-import type { FinalOutcome } from './payment-outcome';
+import {
+  type KeyClaim,
+  type Lease,
+  type StoredResponse,
+  claimParams,
+  claimedCte,
+  heldCte,
+  leaseParams,
+  settledCte,
+} from '../idempotency/idempotency.repository';
+import { type PaymentChange, announcedCtes, paymentChangeParams } from '../merchant-events/events.repository';
+import type { FinalOutcome, JsonAroundUpdatedAt } from './payment-outcome';
 import { type Payment, paymentsTable } from './payments.table';
 
 const PAYMENT = paymentsTable.selectList;
@@ -20,7 +30,9 @@ export type NewPayment = Pick<
 export type PaymentRef = Pick<Payment, 'clientId' | 'id'>;
 
 /**
- * The payments table. Every method is one statement; transactions are composed by the callers.
+ * The payments table. Every method is one statement. The writes that change a
+ * payment after its creation each are one statement too, fenced by the lease
+ * on its key (heldCte), so each commits once, with no transaction to open.
  * Two statements do not name a client, and reach every shard: findById (an
  * operator's) and findByProviderKey (a provider event's first lookup), as
  * does the reconciliation sweep, which looks across clients by nature.
@@ -116,36 +128,6 @@ export class PaymentsRepository {
   }
 
   /**
-   * The conditional transition that makes final states final: a pending
-   * payment may move anywhere, a payment in review only to succeeded or
-   * failed, and nothing else moves, so no later write can overturn an outcome
-   * and a review is left once.
-   */
-  async transition(db: EntityManager, payment: PaymentRef, outcome: FinalOutcome): Promise<Payment | undefined> {
-    const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
-    return queryRow<Payment>(
-      db,
-      `UPDATE payments
-          SET status = $2, provider_charge_id = COALESCE($3, provider_charge_id),
-              failure_code = $4, failure_message = $5, resolved_by = $6, resolution_reason = $7,
-              updated_at = now()
-        WHERE id = $1 AND client_id = $8
-          AND (status = 'pending' OR (status = 'requires_review' AND $2 IN ('succeeded', 'failed')))
-        RETURNING ${PAYMENT}`,
-      [
-        payment.id,
-        outcome.status,
-        'providerChargeId' in outcome ? outcome.providerChargeId : null,
-        outcome.status === 'succeeded' ? null : outcome.failureCode,
-        outcome.status === 'succeeded' ? null : outcome.failureMessage,
-        resolution?.by ?? null,
-        resolution?.reason ?? null,
-        payment.clientId,
-      ],
-    );
-  }
-
-  /**
    * Undecided payments (pending, or in review) that reconciliation should
    * look at now: older than the stale threshold, due on their ladder or their
    * review re-check, and not leased by a live request. Across clients, so on
@@ -175,20 +157,149 @@ export class PaymentsRepository {
   }
 
   /**
-   * Sets when an undecided payment is next due for reconciliation ('never':
-   * not again), counting the attempt just made unless told otherwise.
+   * Records a decision on an undecided payment in one statement, so one
+   * commit and one round trip, fenced by the lease (heldCte): if this lease
+   * still holds the key,
+   *
+   * - the conditional transition that makes final states final: a pending
+   *   payment may move anywhere, a payment in review only to succeeded or
+   *   failed, and nothing else moves, so no later write can overturn an
+   *   outcome and a review is left once. A move to review also sets when its
+   *   first re-check is due (`recheckInMs`);
+   * - if the payment moved: its event and deliveries (announcedCtes), and
+   *   the key settled (settledCte): storing the final response for
+   *   succeeded or failed, releasing the lease in every case.
+   *
+   * The response and the event are rendered before the statement from the
+   * payment as it will be (decidedAs), and the statement writes its now()
+   * into both, as it does into updated_at: they are the bytes the moved row
+   * renders to. The row, the key and the outbox commit together or not at all.
+   *
+   * 'lease_lost': the lease was taken over; 'not_undecided': the lease holds
+   * but the payment cannot move so; in both nothing was written.
    */
-  async scheduleReconciliation(
+  async recordOutcomeUnderLease(
     db: EntityManager,
+    lease: Lease,
+    payment: PaymentRef,
+    decision: Decision,
+  ): Promise<Decided> {
+    const { outcome, answer, change, recheckInMs } = decision;
+    const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
+    const row = await queryRow<DecidedRow>(
+      db,
+      `WITH ${heldCte()},
+       moved AS (
+         UPDATE payments
+            SET status = $5, provider_charge_id = COALESCE($6, provider_charge_id),
+                failure_code = $7, failure_message = $8, resolved_by = $9, resolution_reason = $10,
+                next_reconcile_at = COALESCE(now() + $11 * interval '1 millisecond', next_reconcile_at),
+                updated_at = now()
+          WHERE id = $4 AND client_id = $1
+            AND (status = 'pending' OR (status = 'requires_review' AND $5 IN ('succeeded', 'failed')))
+            AND EXISTS (SELECT 1 FROM held)
+          RETURNING ${PAYMENT}
+       ),
+       ${settledCte('moved', 12, UPDATED_AT_JSON)},
+       ${announcedCtes(16, UPDATED_AT_JSON)}
+       SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld", moved.*,
+              settled."responseStatus", settled."responseBody", settled."expiresInMs"
+         FROM (SELECT) AS one LEFT JOIN moved ON true LEFT JOIN settled ON true`,
+      [
+        ...leaseParams(lease),
+        payment.id,
+        outcome.status,
+        'providerChargeId' in outcome ? outcome.providerChargeId : null,
+        outcome.status === 'succeeded' ? null : outcome.failureCode,
+        outcome.status === 'succeeded' ? null : outcome.failureMessage,
+        resolution?.by ?? null,
+        resolution?.reason ?? null,
+        recheckInMs ?? null,
+        answer?.status ?? null,
+        answer?.body.before ?? null,
+        answer?.body.after ?? null,
+        answer?.ttlHours ?? null,
+        ...paymentChangeParams(change),
+      ],
+    );
+    if (!row?.leaseHeld) return { kind: 'lease_lost' };
+    const { leaseHeld: _held, responseStatus, responseBody, expiresInMs, ...moved } = row;
+    if (moved.id === null) return { kind: 'not_undecided' };
+    const response = responseStatus === null || responseBody === null ? undefined : { status: responseStatus, body: responseBody };
+    return { kind: 'recorded', payment: moved as Payment, ...(response && { response, expiresInMs: expiresInMs as number }) };
+  }
+
+  /**
+   * No decision this time, in one statement fenced by the lease as
+   * recordOutcomeUnderLease is: sets when the undecided payment is next due
+   * for reconciliation ('never': not again), counting the attempt just made
+   * unless told otherwise, and releases the lease. False, with nothing
+   * written, when the lease was lost.
+   */
+  async postponeUnderLease(
+    db: EntityManager,
+    lease: Lease,
     payment: PaymentRef,
     { delayMs, countAttempt }: { delayMs: number | 'never'; countAttempt: boolean },
-  ): Promise<void> {
-    await db.query(
-      `UPDATE payments
-          SET reconcile_attempts = reconcile_attempts + $4,
-              next_reconcile_at = COALESCE(now() + $3 * interval '1 millisecond', 'infinity')
-        WHERE id = $1 AND client_id = $2 AND status IN ('pending', 'requires_review')`,
-      [payment.id, payment.clientId, delayMs === 'never' ? null : delayMs, countAttempt ? 1 : 0],
+  ): Promise<boolean> {
+    const row = await queryRow<{ leaseHeld: boolean }>(
+      db,
+      `WITH ${heldCte()},
+       scheduled AS (
+         UPDATE payments
+            SET reconcile_attempts = reconcile_attempts + $6,
+                next_reconcile_at = COALESCE(now() + $5 * interval '1 millisecond', 'infinity')
+          WHERE id = $4 AND client_id = $1 AND status IN ('pending', 'requires_review')
+            AND EXISTS (SELECT 1 FROM held)
+       ),
+       ${settledCte('held', 7, 'NULL::text')}
+       SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld"`,
+      [
+        ...leaseParams(lease),
+        payment.id,
+        delayMs === 'never' ? null : delayMs,
+        countAttempt ? 1 : 0,
+        ...[null, null, null, null],
+      ],
     );
+    return row?.leaseHeld === true;
   }
 }
+
+/**
+ * A payment's new updated_at (the statement's now()) as a JSON string in
+ * Date.toISOString()'s form: UTC, milliseconds truncated, as node-postgres
+ * reads a timestamptz into a Date and toResource renders it. Checked
+ * against reading the row back by payments.repository.db-spec.
+ */
+const UPDATED_AT_JSON = `to_json(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text`;
+
+/** What a decision writes besides the payment's columns, all rendered before the statement (see decidedAs). */
+export interface Decision {
+  outcome: FinalOutcome;
+  /** The final response the key stores (succeeded or failed) and its retention; none for a review. */
+  answer?: { status: number; body: JsonAroundUpdatedAt; ttlHours: number };
+  /** The event announcing the new status. */
+  change: PaymentChange;
+  /** For a move to review: when its first re-check is due. */
+  recheckInMs?: number;
+}
+
+/** What recordOutcomeUnderLease did; only 'recorded' wrote anything. */
+export type Decided =
+  | { kind: 'lease_lost' }
+  | { kind: 'not_undecided' }
+  | {
+      kind: 'recorded';
+      payment: Payment;
+      /** The final response the key now stores, with its retention left in ms by Postgres' clock. */
+      response?: StoredResponse;
+      expiresInMs?: number;
+    };
+
+type DecidedRow = { [K in keyof Payment]: Payment[K] | null } & {
+  leaseHeld: boolean;
+  responseStatus: number | null;
+  responseBody: string | null;
+  expiresInMs: number | null;
+};

@@ -5,7 +5,7 @@ import type { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
 import { strictMock } from '../common/strict-mock.fixture';
 import type { Lease } from '../idempotency/idempotency.repository';
-import { ledgerMocks } from '../ledger/ledger.fixture';
+import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { aPayment } from '../payments/payment.fixture';
@@ -52,29 +52,18 @@ function setup(env: Record<string, string> = {}) {
   const finds = (payment: Payment | undefined) => {
     payments.findForClient = jest.fn().mockResolvedValue(payment);
   };
+  /** The decision statement, answering as Postgres does while the lease holds. */
   const recordsOutcome = () => {
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.transition = jest.fn(async (_db, { id }, outcome) =>
-      aPayment({
-        id,
-        status: outcome.status,
-        providerChargeId: 'providerChargeId' in outcome ? outcome.providerChargeId : null,
-        failureCode: outcome.status === 'succeeded' ? null : outcome.failureCode,
-        failureMessage: outcome.status === 'succeeded' ? null : outcome.failureMessage,
-      }),
-    );
-    keys.complete = jest.fn().mockResolvedValue(undefined);
+    payments.recordOutcomeUnderLease = recordsOutcomes();
   };
+  /** The postponing statement, under a lease that holds: the next look scheduled, the lease released. */
   const postpones = () => {
-    keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(true);
-    payments.scheduleReconciliation = jest.fn().mockResolvedValue(undefined);
-    keys.release = jest.fn().mockResolvedValue(undefined);
+    payments.postponeUnderLease = jest.fn().mockResolvedValue(true);
   };
-  /** A move to review: no answer on the key, the lease released, the first re-check scheduled. */
-  const sendsToReview = () => {
-    recordsOutcome();
-    postpones();
-  };
+  /** A move to review: the decision statement, with no answer for the key and the first re-check. */
+  const sendsToReview = () => recordsOutcome();
+  /** What the one decision statement was sent. */
+  const decision = () => payments.recordOutcomeUnderLease.mock.calls[0][3];
   return {
     sut,
     db,
@@ -91,6 +80,7 @@ function setup(env: Record<string, string> = {}) {
     recordsOutcome,
     postpones,
     sendsToReview,
+    decision,
   };
 }
 
@@ -240,7 +230,7 @@ describe('ReconciliationService', () => {
         402,
       ],
     ])('records %s from one call presenting the charge under its key and its lease', async (_name, answered, outcome, status) => {
-      const { sut, db, keys, payments, provider, dataSource, config, takesLease, finds, recordsOutcome } = setup();
+      const { sut, db, payments, provider, dataSource, config, takesLease, finds, recordsOutcome } = setup();
       const leaseTaken = takesLease();
       const payment = aPayment();
       finds(payment);
@@ -257,10 +247,15 @@ describe('ReconciliationService', () => {
       expect(input).toEqual(chargeInputFor(payment));
       expect(input.providerKey).toBe('pk_pay_1');
       expect(options).toEqual({ clientId: 'client_1', maxAttempts: 1, deadlineMs: config.provider.deadlineMs });
-      expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
-      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining(outcome));
-      expect(keys.complete).toHaveBeenCalledWith(db, leaseTaken(), expect.objectContaining({ status }), expect.any(Number));
-      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      expect(payments.recordOutcomeUnderLease).toHaveBeenCalledTimes(1);
+      expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
+        db,
+        leaseTaken(),
+        payment,
+        expect.objectContaining({ outcome: expect.objectContaining(outcome), answer: expect.objectContaining({ status }) }),
+      );
+      // One statement: no transaction to open.
+      expect(dataSource.transaction).not.toHaveBeenCalled();
       // provider.getCharge and keys.renewLease are not stubbed: no lookup first,
       // and a fresh lease outlasts the call without a statement.
     });
@@ -305,7 +300,7 @@ describe('ReconciliationService', () => {
       ['the provider holds the charge as pending', { kind: 'answered', charge: pendingCharge }],
       ['the call got no answer in time', noAnswer],
     ])('postpones, counting the attempt and releasing the lease, when %s', async (_name, answer) => {
-      const { sut, db, keys, payments, provider, takesLease, finds, postpones } = setup();
+      const { sut, db, payments, provider, takesLease, finds, postpones } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: 2 }));
       provider.createCharge = jest.fn().mockResolvedValue(answer);
@@ -313,12 +308,11 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
+      expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, leaseTaken(), PAY_1, {
         delayMs: expect.any(Number),
         countAttempt: true,
       });
-      expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-      // payments.transition and keys.complete are not stubbed: nothing was decided.
+      // payments.recordOutcomeUnderLease is not stubbed: nothing was decided.
     });
 
     it.each([
@@ -340,7 +334,7 @@ describe('ReconciliationService', () => {
 
       const { backoffBaseMs, backoffCapMs } = config.reconcile;
       const e = Math.min(backoffCapMs, backoffBaseMs * 2 ** attempts);
-      const { delayMs } = payments.scheduleReconciliation.mock.calls[0][2];
+      const { delayMs } = payments.postponeUnderLease.mock.calls[0][3];
       expect(Number.isInteger(delayMs)).toBe(true);
       expect(delayMs).toBeGreaterThanOrEqual(e / 2);
       expect(delayMs).toBeLessThanOrEqual(e);
@@ -358,7 +352,7 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      const { delayMs } = payments.scheduleReconciliation.mock.calls[0][2];
+      const { delayMs } = payments.postponeUnderLease.mock.calls[0][3];
       expect(delayMs).toBeGreaterThanOrEqual(config.reconcile.backoffCapMs / 2);
       expect(delayMs).toBeLessThanOrEqual(config.reconcile.backoffCapMs);
     });
@@ -366,7 +360,7 @@ describe('ReconciliationService', () => {
     it.each([['the call', { kind: 'unknown', gaveUp: 'breaker_open', reason: 'circuit open', attempts: 1 }]])(
       'defers without counting an attempt, even on the last rung, when the breaker refused %s',
       async (_name, refused) => {
-        const { sut, db, keys, payments, provider, config, takesLease, finds, postpones } = setup();
+        const { sut, db, payments, provider, config, takesLease, finds, postpones } = setup();
         const leaseTaken = takesLease();
         // On the last rung a counted attempt would send the payment to review.
         finds(aPayment({ reconcileAttempts: config.reconcile.maxAttempts - 1 }));
@@ -378,17 +372,16 @@ describe('ReconciliationService', () => {
 
         // The payment's client's circuits: another client's open circuit never defers it.
         expect(provider.unavailableForMs).toHaveBeenCalledWith('client_1');
-        expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
+        expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, leaseTaken(), PAY_1, {
           delayMs: 4_200,
           countAttempt: false,
         });
-        expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-        // payments.transition is not stubbed: no review was recorded.
+        // payments.recordOutcomeUnderLease is not stubbed: no review was recorded.
       },
     );
 
     it('hands the payment to review once the last rung gives no final answer', async () => {
-      const { sut, db, keys, payments, provider, config, takesLease, finds, sendsToReview } = setup();
+      const { sut, db, payments, provider, config, takesLease, finds, sendsToReview, decision } = setup();
       const leaseTaken = takesLease();
       const { maxAttempts } = config.reconcile;
       finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
@@ -397,24 +390,27 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('requires_review');
 
-      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, {
-        status: 'requires_review',
-        failureCode: 'reconciliation_exhausted',
-        failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
-      });
-      // Not final: nothing stored on the key, the lease released, the first re-check an interval away.
-      expect(keys.complete).not.toHaveBeenCalled();
-      expect(keys.release).toHaveBeenCalledWith(db, leaseTaken());
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
-        delayMs: config.reconcile.reviewRecheckIntervalMs,
-        countAttempt: false,
-      });
+      expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
+        db,
+        leaseTaken(),
+        expect.objectContaining(PAY_1),
+        expect.objectContaining({
+          outcome: {
+            status: 'requires_review',
+            failureCode: 'reconciliation_exhausted',
+            failureMessage: expect.stringContaining(`after ${maxAttempts} reconciliation attempts`),
+          },
+        }),
+      );
+      // Not final: nothing stored on the key (the statement releases the lease), the first re-check an interval away.
+      expect(decision().answer).toBeUndefined();
+      expect(decision().recheckInMs).toBe(config.reconcile.reviewRecheckIntervalMs);
     });
 
     it.each(['succeeded', 'failed', 'pending'] as const)(
       'sends a %s charge for another amount to review',
       async (status) => {
-        const { sut, db, keys, payments, provider, takesLease, finds, sendsToReview } = setup();
+        const { sut, db, payments, provider, takesLease, finds, sendsToReview, decision } = setup();
         takesLease();
         finds(aPayment({ amount: 500 }));
         provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, status, amount: 400 } });
@@ -422,12 +418,15 @@ describe('ReconciliationService', () => {
 
         expect(await sut.reconcile(PAY_1)).toBe('requires_review');
 
-        expect(payments.transition).toHaveBeenCalledWith(
+        expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
           db,
-          PAY_1,
-          expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
+          expect.anything(),
+          expect.objectContaining(PAY_1),
+          expect.objectContaining({
+            outcome: expect.objectContaining({ status: 'requires_review', failureCode: 'provider_charge_mismatch' }),
+          }),
         );
-        expect(keys.complete).not.toHaveBeenCalled();
+        expect(decision().answer).toBeUndefined();
       },
     );
 
@@ -437,19 +436,21 @@ describe('ReconciliationService', () => {
       ['handing the payment to review', { kind: 'answered', charge: pendingCharge }, true],
       ['deferring while the breaker is open', { ...noAnswer, gaveUp: 'breaker_open' }, false],
     ])('writes nothing when its lease was taken over before %s', async (_name, answer, lastRung) => {
-      const { sut, db, keys, provider, dataSource, config, takesLease, finds } = setup();
+      const { sut, db, payments, provider, dataSource, config, takesLease, finds } = setup();
       const leaseTaken = takesLease();
       finds(aPayment({ reconcileAttempts: lastRung ? config.reconcile.maxAttempts - 1 : 0 }));
       provider.createCharge = jest.fn().mockResolvedValue(answer);
       provider.unavailableForMs = jest.fn().mockReturnValue(1_000);
-      keys.lockIfLeaseHeld = jest.fn().mockResolvedValue(false);
+      // Both fenced statements find another token on the key: they write nothing and say so.
+      payments.recordOutcomeUnderLease = jest.fn().mockResolvedValue({ kind: 'lease_lost' });
+      payments.postponeUnderLease = jest.fn().mockResolvedValue(false);
 
       expect(await sut.reconcile(PAY_1)).toBe('skipped');
 
-      expect(keys.lockIfLeaseHeld).toHaveBeenCalledWith(db, leaseTaken());
-      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
-      // No write is stubbed (transition, complete, scheduleReconciliation,
-      // release): any would have thrown.
+      const sent = [...payments.recordOutcomeUnderLease.mock.calls, ...payments.postponeUnderLease.mock.calls];
+      expect(sent.map(([manager, lease]) => [manager, lease])).toEqual([[db, leaseTaken()]]);
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+      // No other write is stubbed (keys.release): any would have thrown.
     });
 
     it.each([
@@ -491,12 +492,11 @@ describe('ReconciliationService', () => {
       expect(provider.createCharge.mock.calls.map(([input]) => input.reference)).toEqual(['pay_1', 'pay_2']);
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
       expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(0), lease(1)]);
-      expect(payments.transition.mock.calls.map(([, ref]) => ref)).toEqual([
-        { clientId: 'client_1', id: 'pay_1' },
-        { clientId: 'client_1', id: 'pay_2' },
+      // Each decided by the outcome statement, inside the batch's one transaction.
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([manager, held, payment]) => [manager, held, payment.id])).toEqual([
+        [db, lease(0), 'pay_1'],
+        [db, lease(1), 'pay_2'],
       ]);
-      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(0), lease(1)]);
-      // keys.lockIfLeaseHeld is not stubbed: no transaction per payment.
     });
 
     it('writes nothing for a payment whose lease was lost by the time the answers are recorded', async () => {
@@ -508,8 +508,7 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 1, skipped: 2 });
 
-      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
-      expect(keys.complete.mock.calls.map(([, held]) => held)).toEqual([lease(1)]);
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([, held, payment]) => [held, payment.id])).toEqual([[lease(1), 'pay_2']]);
     });
 
     it('writes what is not final at once, payment by payment, and only the final answers together', async () => {
@@ -525,14 +524,14 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ postponed: 1, settled: 1, skipped: 1 });
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, { clientId: 'client_1', id: 'pay_1' }, {
+      expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, lease(0), expect.objectContaining({ id: 'pay_1' }), {
         delayMs: expect.any(Number),
         countAttempt: true,
       });
-      expect(keys.release).toHaveBeenCalledWith(db, lease(0));
       expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(1)]);
-      expect(payments.transition.mock.calls.map(([, ref]) => ref.id)).toEqual(['pay_2']);
-      expect(dataSource.transaction).toHaveBeenCalledTimes(2);
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([, , payment]) => payment.id)).toEqual(['pay_2']);
+      // The postponement is one statement of its own; only the batch's final answers share a transaction.
+      expect(dataSource.transaction).toHaveBeenCalledTimes(1);
     });
 
     it('asks nothing and writes nothing when it took no payment', async () => {
@@ -559,7 +558,7 @@ describe('ReconciliationService', () => {
       ['succeeded', charge, 201],
       ['failed', { ...charge, status: 'failed', failure_code: 'card_declined' }, 402],
     ] as const)('settles it once the provider’s charge is %s, storing the final response', async (_s, found, code) => {
-      const { sut, db, keys, payments, provider, takesLease, finds, recordsOutcome } = setup();
+      const { sut, db, payments, provider, takesLease, finds, recordsOutcome } = setup();
       takesLease();
       finds(inReview());
       provider.getCharge = jest.fn().mockResolvedValue({ kind: 'found', charge: found });
@@ -567,8 +566,15 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('settled');
 
-      expect(payments.transition).toHaveBeenCalledWith(db, PAY_1, expect.objectContaining({ status: found.status }));
-      expect(keys.complete).toHaveBeenCalledWith(db, expect.anything(), expect.objectContaining({ status: code }), 24);
+      expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
+        db,
+        expect.anything(),
+        expect.objectContaining(PAY_1),
+        expect.objectContaining({
+          outcome: expect.objectContaining({ status: found.status }),
+          answer: expect.objectContaining({ status: code, ttlHours: 24 }),
+        }),
+      );
       // provider.createCharge is not stubbed: a review is never resubmitted.
     });
 
@@ -588,7 +594,7 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, {
+      expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, expect.anything(), PAY_1, {
         delayMs: config.reconcile.reviewRecheckIntervalMs,
         countAttempt: false,
       });
@@ -606,7 +612,7 @@ describe('ReconciliationService', () => {
 
       expect(await sut.reconcile(PAY_1)).toBe('postponed');
 
-      expect(payments.scheduleReconciliation).toHaveBeenCalledWith(db, PAY_1, { delayMs: 'never', countAttempt: false });
+      expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, expect.anything(), PAY_1, { delayMs: 'never', countAttempt: false });
     });
   });
 

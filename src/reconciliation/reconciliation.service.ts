@@ -161,7 +161,7 @@ export class ReconciliationService {
     const payment = await this.ledger.undecidedPayment(ref);
     const step = await this.step(lease, payment);
     if ('done' in step) return step.done;
-    return this.reconciled(payment, step.decide, await this.ledger.recordOutcome(lease, payment.id, step.decide));
+    return this.reconciled(payment, step.decide, await this.ledger.recordOutcome(lease, payment, step.decide));
   }
 
   /**
@@ -189,9 +189,7 @@ export class ReconciliationService {
       if ('done' in step) results.push(step.done);
       else decided.push({ lease, payment, outcome: step.decide });
     }
-    const recorded = await this.ledger.recordOutcomes(
-      decided.map(({ lease, payment, outcome }) => ({ lease, paymentId: payment.id, outcome })),
-    );
+    const recorded = await this.ledger.recordOutcomes(decided);
     decided.forEach(({ payment, outcome }, index) => results.push(this.reconciled(payment, outcome, recorded[index])));
     const counts: Partial<Record<ReconcileResult, number>> = {};
     for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
@@ -306,7 +304,7 @@ export class ReconciliationService {
     if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(lease, payment);
     const outcome = lookup.kind === 'found' ? outcomeOfCharge(lookup.charge, payment) : undefined;
     if (outcome && outcome.status !== 'requires_review') {
-      const recorded = await this.ledger.recordOutcome(lease, payment.id, outcome);
+      const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
       if (!recorded) return 'skipped';
       this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
       return 'settled';
@@ -338,7 +336,7 @@ export class ReconciliationService {
     const { maxAttempts, backoffBaseMs, backoffCapMs } = this.config.reconcile;
     const attempt = payment.reconcileAttempts + 1;
     if (attempt >= maxAttempts) {
-      const recorded = await this.ledger.recordOutcome(lease, payment.id, {
+      const recorded = await this.ledger.recordOutcome(lease, payment, {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: `The provider gave no final answer after ${attempt} reconciliation attempts.`,

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
+import { loadConfig } from '../../src/config/app-config';
+import { decisionOf } from '../../src/ledger/ledger.service';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
 import type { FinalOutcome } from '../../src/payments/payment-outcome';
-import { type PaymentRef, PaymentsRepository } from '../../src/payments/payments.repository';
+import { type Decided, type PaymentRef, PaymentsRepository } from '../../src/payments/payments.repository';
 import type { Payment } from '../../src/payments/payments.table';
 import { useTestDatabase } from './test-database';
 import { createClient } from './test-env';
@@ -62,26 +64,44 @@ export class LedgerFixtures {
   }
 
   /**
-   * The conditional transition with the event every transition records, in
-   * one commit as the ledger makes them (the schema refuses a status change
-   * committed without its event). Undefined when the transition matched nothing.
+   * The statement that decides a payment (recordOutcomeUnderLease), sent
+   * under `lease` for the payment as read now; the ledger's own rendering of
+   * the response and the event. Nothing else: the spec reads what it did.
    */
-  async transitioned(ref: PaymentRef, outcome: FinalOutcome): Promise<Payment | undefined> {
-    return this.dataSource.transaction(async (db) => {
-      const payment = await this.payments.transition(db, ref, outcome);
-      if (payment) await this.events.recordPaymentChange(db, payment);
-      return payment;
-    });
+  async decided(lease: Lease, ref: PaymentRef, outcome: FinalOutcome, env: Record<string, string> = {}): Promise<Decided> {
+    const payment = await this.payments.findForClient(this.dataSource.manager, ref.clientId, ref.id);
+    if (!payment) throw new Error(`no payment ${ref.id}`);
+    return this.payments.recordOutcomeUnderLease(this.dataSource.manager, lease, payment, decisionOf(payment, outcome, loadConfig(env)));
   }
 
-  /** A finished request: the payment succeeded and its key stores the 201. */
+  /**
+   * A decision by whoever comes to the payment next: its lease taken over
+   * (a live one expired first, as time would), the outcome recorded, the key
+   * settled with it. Undefined when the payment could not move so, with
+   * nothing written but the lease, released again.
+   */
+  async transitioned(ref: PaymentRef, outcome: FinalOutcome): Promise<Payment | undefined> {
+    const manager = this.dataSource.manager;
+    await this.dataSource.query(
+      `UPDATE idempotency_keys SET leased_until = now() - interval '1 second'
+        WHERE client_id = $1 AND payment_id = $2 AND leased_until IS NOT NULL`,
+      [ref.clientId, ref.id],
+    );
+    const lease = await this.keys.takeOverLeaseForPayment(manager, ref, randomUUID(), LEASE_MS);
+    if (!lease) return undefined; // its key holds the final answer: the payment is final
+    const decided = await this.decided(lease, ref, outcome);
+    if (decided.kind === 'recorded') return decided.payment;
+    await this.keys.release(manager, lease);
+    return undefined;
+  }
+
+  /** A finished request: the payment succeeded and its key stores the 201, by the ledger's statement. */
   async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
     const { lease, payment } = await this.claimed(clientId, key);
-    await this.dataSource.transaction(async (db) => {
-      const succeeded = await this.payments.transition(db, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
-      await this.events.recordPaymentChange(db, succeeded!);
-      await this.keys.complete(db, lease, { status: 201, body: '{}' }, TTL_HOURS);
+    const decided = await this.decided(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' }, {
+      IDEMPOTENCY_KEY_TTL_HOURS: String(TTL_HOURS),
     });
+    if (decided.kind !== 'recorded') throw new Error(`payment ${payment.id} not decided: ${decided.kind}`);
     return { lease, payment };
   }
 
