@@ -12,22 +12,31 @@ import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
  * As through TypeORM, a statement's failure is wrapped in QueryFailedError
  * (a failure to get a connection is not), so that it is read
  * (isUniqueViolation, the envelope) and logged (never its parameters) the
- * same, and the connection goes back to the pool. Through any other manager's `query`, TypeORM's postgres driver
+ * same. Through any other manager's `query`, TypeORM's postgres driver
  * answers UPDATE and DELETE with [rows, rowCount] and everything else with
  * rows; callers want rows.
  */
 export async function queryRows<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
   if (isDataSourceManager(db)) {
     // Not pool.query: it discards the connection after any failed statement,
-    // a unique violation included. Released without an error, a connection
-    // the server dropped is discarded all the same (pg-pool checks it).
+    // a unique violation included. Here only a failure that ended the session
+    // does: a FATAL from the server (it is shutting down, or terminated this
+    // backend) or a dropped socket, anything but an ERROR of the statement.
     const connection = await poolOf(db).connect();
+    let broken: Error | undefined;
+    // While it is held, the pool no longer listens for its errors: one the
+    // server sends meanwhile (a shutdown's FATAL, a dropped socket) fails
+    // the statement, and must not end the process as an unhandled 'error'
+    // event. TypeORM listens the same way for a connection it holds.
+    connection.on('error', ignoreHeldConnectionError);
     try {
       return (await connection.query(text, params)).rows as T[];
     } catch (error) {
+      if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
       throw new QueryFailedError(text, params, error as Error);
     } finally {
-      connection.release();
+      connection.off('error', ignoreHeldConnectionError);
+      connection.release(broken);
     }
   }
   const result: unknown = await db.query(text, params);
@@ -50,6 +59,9 @@ export async function queryRows<T>(db: EntityManager, text: string, params: unkn
 function isDataSourceManager(db: EntityManager): boolean {
   return (db.connection as EntityManager['connection'] | undefined)?.manager === db;
 }
+
+/** The statement on the connection fails with the same error, and is answered from that. */
+function ignoreHeldConnectionError(): void {}
 
 function poolOf(db: EntityManager): Pool {
   return (db.connection.driver as PostgresDriver).master as Pool;
