@@ -9,6 +9,9 @@ import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { TEST_DATABASE_URL } from './support/test-env';
 
+// Each file starts the API (and a provider) of its own: more than jest's 5 s on a loaded machine.
+jest.setTimeout(30_000);
+
 const AUDIT = join(__dirname, '..', 'dist', 'scripts', 'audit.js');
 
 /**

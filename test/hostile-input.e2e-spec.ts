@@ -5,6 +5,9 @@ import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { parseRaw, sendRaw } from './support/raw-http';
 
+// Each file starts the API (and a provider) of its own: more than jest's 5 s on a loaded machine.
+jest.setTimeout(30_000);
+
 /** What supertest cannot send: a header repeated (an array value is sent as one line per item). */
 function sendWithHeaders(
   url: string,

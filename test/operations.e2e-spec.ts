@@ -11,6 +11,9 @@ import { MetricsServer } from '../src/metrics/metrics.server';
 import { startApi } from './support/in-process-app';
 import { TEST_DATABASE_URL, createClient, dropQueue, testConfig, uniqueQueuePrefix } from './support/test-env';
 
+// Each file starts the API (and a provider) of its own: more than jest's 5 s on a loaded machine.
+jest.setTimeout(30_000);
+
 describe('operations endpoints', () => {
   let app: INestApplication;
   let http: App;

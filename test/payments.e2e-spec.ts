@@ -6,6 +6,9 @@ import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { createClient } from './support/test-env';
 
+// Each file starts the API (and a provider) of its own: more than jest's 5 s on a loaded machine.
+jest.setTimeout(30_000);
+
 /**
  * The contract's outcome table, end to end: a real Postgres, a real Redis, the
  * mock provider as its own process, and the API as main.ts builds it.

@@ -5,6 +5,9 @@ import { eventually } from './support/eventually';
 import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 import { createClient } from './support/test-env';
 
+// Each file starts the API (and a provider) of its own: more than jest's 5 s on a loaded machine.
+jest.setTimeout(30_000);
+
 /**
  * The resilience layer end to end: Retry-After, the retry budget, the circuit
  * breaker and the deadline header, with the API in this process and the mock
