@@ -1,8 +1,13 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
-import { TransportError, TransportErrorCode } from '../common/transport-error';
+import type { TransportError } from '../common/transport-error';
+import { tooManyRequests } from './clients.errors';
 import { SlidingWindowStorage } from './sliding-window-storage';
 
-/** What one request of a client learns from the limit: headers for its answer, and the 429 when over it. */
+/**
+ * What one request of a client learns from the limit: the X-RateLimit-*
+ * headers for its answer while under it, the 429 past it (whose envelope
+ * carries Retry-After).
+ */
 export interface RateLimitVerdict {
   headers: Record<string, string>;
   refusal?: TransportError;
@@ -14,9 +19,8 @@ export interface RateLimitVerdict {
  * N times the limit. One budget per client across every route. Taken by
  * ClientThrottlerGuard for the routes Nest serves and by EarlyAnswers for the
  * requests it answers first, so both count against the same window and answer
- * with the same headers (those @nestjs/throttler's guard sent: X-RateLimit-*
- * while under the limit, Retry-After past it). A 429 is never stored on an
- * idempotency key: the key has not been read yet.
+ * with the same headers (those @nestjs/throttler's guard sent). A 429 is
+ * never stored on an idempotency key: the key has not been read yet.
  */
 export class ClientRateLimit implements OnApplicationShutdown {
   private readonly storage = new SlidingWindowStorage();
@@ -28,14 +32,7 @@ export class ClientRateLimit implements OnApplicationShutdown {
 
   take(clientId: string): RateLimitVerdict {
     const { totalHits, timeToExpire, isBlocked, timeToBlockExpire } = this.storage.hit(clientId, this.windowMs, this.limit, this.windowMs);
-    if (isBlocked) {
-      return {
-        headers: { 'Retry-After': String(timeToBlockExpire) },
-        refusal: new TransportError(TransportErrorCode.RateLimited, 'Too many requests for this API key; slow down.', {
-          retryAfterSeconds: Math.max(1, timeToBlockExpire),
-        }),
-      };
-    }
+    if (isBlocked) return { headers: {}, refusal: tooManyRequests(timeToBlockExpire) };
     return {
       headers: {
         'X-RateLimit-Limit': String(this.limit),

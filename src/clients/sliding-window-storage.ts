@@ -4,7 +4,7 @@ export interface WindowRecord {
   /** Whole seconds until the window X-RateLimit-Reset counts down to ends. */
   timeToExpire: number;
   isBlocked: boolean;
-  /** Whole seconds the block has left; 0 when not blocked. */
+  /** Whole seconds the block has left: at least 1 while blocked, 0 when not. */
   timeToBlockExpire: number;
 }
 

@@ -22,7 +22,7 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const request = context.getRequest<Request>();
     const response = context.getResponse<Response>();
     const known = asApiError(exception);
-    const reply = replyForError(exception, requestIdFor(request), known && this.withMethods(known, request));
+    const reply = replyForError(exception, known && this.withMethods(known, request), requestIdFor(request));
     if (response.headersSent) {
       response.destroy();
       return;
@@ -40,7 +40,7 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
 const logger = new Logger('ErrorEnvelope');
 
 /** What the API says of a thrown value, when it knows: its own errors, Nest's HTTP exceptions, an infrastructure failure. */
-function asApiError(exception: unknown): DomainError | TransportError | undefined {
+export function asApiError(exception: unknown): DomainError | TransportError | undefined {
   if (exception instanceof DomainError || exception instanceof TransportError) return exception;
   return exception instanceof HttpException ? fromHttpException(exception) : fromInfrastructureError(exception);
 }
@@ -49,10 +49,10 @@ function asApiError(exception: unknown): DomainError | TransportError | undefine
  * The envelope for anything thrown while answering a request, whoever
  * answers it (this filter, or EarlyAnswers before Nest). Anything unknown
  * is a 500 that says nothing of the internals, carries the request id, and
- * is logged in full under that id. `known`: asApiError's reading, when the
- * caller has refined it.
+ * is logged in full under that id. `known`: what asApiError made of it,
+ * as the caller may have refined it.
  */
-export function replyForError(exception: unknown, requestId: string, known = asApiError(exception)): HttpReply {
+export function replyForError(exception: unknown, known: DomainError | TransportError | undefined, requestId: string): HttpReply {
   const error = known ?? new TransportError(TransportErrorCode.Internal, 'An unexpected error occurred.');
   const serverError = isServerError(error);
   if (serverError) logger.error({ msg: 'request failed', requestId, code: error.code, err: errorForLog(exception) });
