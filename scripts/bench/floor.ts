@@ -5,11 +5,11 @@ import { parse as parseQuery } from 'node:querystring';
 import { Pool } from 'pg';
 import { CodedError } from '../../src/common/coded-error';
 import { errorReply, fromBodyParserError, fromInfrastructureError } from '../../src/common/error-envelope';
-import { ANSWER_HEADERS, type HttpReply } from '../../src/common/http-reply';
+import { type HttpReply, writeReply } from '../../src/common/http-reply';
 import { DomainError, ErrorCode } from '../../src/common/domain-error';
 import { parsedBodyProblem } from '../../src/common/json-body';
 import { keepRawBody } from '../../src/common/raw-body';
-import { REQUEST_ID_HEADER, requestIdFor } from '../../src/common/request-id';
+import { requestIdFor } from '../../src/common/request-id';
 import { TransportError, TransportErrorCode } from '../../src/common/transport-error';
 import { StrictValidationPipe } from '../../src/common/validation';
 import { loadConfigOrExit } from '../../src/config/app-config';
@@ -114,17 +114,7 @@ function replyFor(error: unknown): HttpReply {
 
 function send(request: Request, response: ServerResponse, reply: HttpReply): void {
   // Refused before its body was read (a failed authentication): close rather than drain it, as the API does.
-  const close = request.complete ? {} : { Connection: 'close' };
-  response
-    .writeHead(reply.status, {
-      ...ANSWER_HEADERS,
-      [REQUEST_ID_HEADER]: requestIdFor(request),
-      'Content-Type': 'application/json; charset=utf-8',
-      'Content-Length': Buffer.byteLength(reply.body),
-      ...reply.headers,
-      ...close,
-    })
-    .end(reply.body);
+  writeReply(response, requestIdFor(request), reply, request.complete ? {} : { Connection: 'close' });
 }
 
 const server = createServer((request: Request, response) => {

@@ -1,3 +1,6 @@
+import type { ServerResponse } from 'node:http';
+import { REQUEST_ID_HEADER } from './request-id';
+
 /**
  * Sent on every answer of the API process, errors and /health, /metrics and
  * /docs included: nothing it serves is to be sniffed as another type, and
@@ -11,4 +14,24 @@ export interface HttpReply {
   status: number;
   body: string;
   headers: Record<string, string>;
+}
+
+/**
+ * Writes `reply` on a response no framework wrapped, with the headers
+ * Express writes for it in the API, in its order: ANSWER_HEADERS, our
+ * request id, `extra` (the rate limit's, say), the reply's own, then the
+ * JSON content type and length. For the answers given before Express
+ * (EarlyAnswers) and by the bench's floor.
+ */
+export function writeReply(response: ServerResponse, requestId: string, reply: HttpReply, extra: Record<string, string> = {}): void {
+  response
+    .writeHead(reply.status, {
+      ...ANSWER_HEADERS,
+      [REQUEST_ID_HEADER]: requestId,
+      ...extra,
+      ...reply.headers,
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(reply.body),
+    })
+    .end(reply.body);
 }

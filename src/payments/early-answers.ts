@@ -3,14 +3,15 @@ import type { AuthFailureLimiter } from '../clients/auth-failure-limiter';
 import type { ClientRateLimit } from '../clients/client-rate-limit';
 import type { ClientsService } from '../clients/clients.service';
 import { errorReply } from '../common/error-envelope';
-import { replyForError } from '../common/error-envelope.filter';
-import { ANSWER_HEADERS, type HttpReply } from '../common/http-reply';
+import { asApiError, replyForError } from '../common/error-envelope.filter';
+import { type HttpReply, writeReply } from '../common/http-reply';
 import { parsedBodyProblem } from '../common/json-body';
 import type { JsonBodyReader } from '../common/json-body-reader';
-import { REQUEST_ID_HEADER, requestIdFor } from '../common/request-id';
+import { requestIdFor } from '../common/request-id';
 import type { AnswerCache } from '../idempotency/answer-cache';
 import { parseIdempotencyKey, requestFingerprint } from '../idempotency/idempotency-key';
 import type { Metrics } from '../metrics/metrics';
+import { replayOf } from './payment-creation.service';
 import type { PaymentLookupService } from './payment-lookup.service';
 
 /** The routes as Express names them (the metrics' route label, and the fingerprint's path). */
@@ -69,19 +70,15 @@ export class EarlyAnswers {
 
   /** Answers `request`, or calls `handOn` to let the full pipeline answer it. */
   handle(request: IncomingMessage, response: ServerResponse, handOn: () => void): void {
-    if (request.method === 'POST' && request.url === PAYMENTS_ROUTE) {
-      const clientId = this.knownClient(request);
-      const key = clientId === undefined ? undefined : this.cachedKey(request, clientId);
-      if (clientId === undefined || key === undefined) return handOn();
-      return this.replay({ request, response, clientId }, key, handOn);
-    }
-    const id = request.method === 'GET' ? PAYMENT_PATH.exec(request.url ?? '')?.[1] : undefined;
-    if (id !== undefined && !hasBody(request)) {
-      const clientId = this.knownClient(request);
-      if (clientId === undefined) return handOn();
-      return this.read({ request, response, clientId }, id);
-    }
-    handOn();
+    const replay = request.method === 'POST' && request.url === PAYMENTS_ROUTE;
+    const id = request.method === 'GET' && !hasBody(request) ? PAYMENT_PATH.exec(request.url ?? '')?.[1] : undefined;
+    const clientId = replay || id !== undefined ? this.knownClient(request) : undefined;
+    if (clientId === undefined) return handOn();
+    const ask = { request, response, clientId };
+    if (id !== undefined) return this.read(ask, id);
+    const key = this.cachedKey(request, clientId);
+    if (key === undefined) return handOn();
+    this.replay(ask, key, handOn);
   }
 
   private knownClient(request: IncomingMessage): string | undefined {
@@ -123,7 +120,7 @@ export class EarlyAnswers {
     if (!known || known.fingerprint !== requestFingerprint('POST', PAYMENTS_ROUTE, request.body)) return undefined;
     const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
     if (refusal) return { limitHeaders, reply: errorReply(refusal) };
-    const reply: HttpReply = { ...known.response, headers: { 'Idempotent-Replayed': 'true' } };
+    const reply = replayOf(known.response);
     this.parts.metrics.paymentAnswers.inc({ status: String(reply.status), replayed: 'true' });
     return { limitHeaders, reply };
   }
@@ -134,28 +131,19 @@ export class EarlyAnswers {
     if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
     this.parts.lookup.get(ask.clientId, id).then(
       (payment) => this.send(ask, { limitHeaders, reply: { status: 200, body: JSON.stringify(payment), headers: {} } }, endTimer),
-      (error: unknown) => this.send(ask, { limitHeaders, reply: replyForError(error, requestIdFor(ask.request)) }, endTimer),
+      (error: unknown) => this.send(ask, { limitHeaders, reply: replyForError(error, asApiError(error), requestIdFor(ask.request)) }, endTimer),
     );
   }
 
-  /** Logs, times and writes the answer, with the headers Express would write, in its order. */
+  /** Logs, times and writes the answer. */
   private send({ request, response }: Ask, { limitHeaders, reply }: Answer, endTimer: (labels: { status: string }) => void): void {
     this.parts.logRequest(request, response);
     response.once('finish', () => endTimer({ status: String(response.statusCode) }));
-    response
-      .writeHead(reply.status, {
-        ...ANSWER_HEADERS,
-        [REQUEST_ID_HEADER]: requestIdFor(request),
-        ...limitHeaders,
-        ...reply.headers,
-        'Content-Type': 'application/json; charset=utf-8',
-        'Content-Length': Buffer.byteLength(reply.body),
-      })
-      .end(reply.body);
+    writeReply(response, requestIdFor(request), reply, limitHeaders);
   }
 }
 
-/** As the body parser decides whether there is a body to read. */
+/** Whether the request says it carries bytes, which the pipeline's parser would read and might refuse. */
 function hasBody(request: IncomingMessage): boolean {
   return request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0';
 }

@@ -47,7 +47,7 @@ type Claim =
   | { kind: 'accepted'; payment: Payment; retryAfterSeconds: number };
 
 /** A stored response sent again, marked as such. */
-function replayOf(response: StoredResponse): HttpReply {
+export function replayOf(response: StoredResponse): HttpReply {
   return { ...response, headers: { 'Idempotent-Replayed': 'true' } };
 }
 
