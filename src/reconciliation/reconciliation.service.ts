@@ -9,7 +9,7 @@ import { InjectConfig } from '../config/config.module';
 import { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
-import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
+import { type HeldLease, Ledger, type Recorded, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
@@ -58,7 +58,11 @@ const SWEEP_POLL_MS = 100;
  */
 function reconcileJobs(due: PaymentRef[]) {
   const byClient = new Map<string, string[]>();
-  for (const { clientId, id } of due) byClient.set(clientId, [...(byClient.get(clientId) ?? []), id]);
+  for (const { clientId, id } of due) {
+    const ids = byClient.get(clientId);
+    if (ids) ids.push(id);
+    else byClient.set(clientId, [id]);
+  }
   const jobs = [];
   for (const [clientId, ids] of byClient) {
     for (let start = 0; start < ids.length; start += RECONCILE_JOB_PAYMENTS) {
@@ -218,7 +222,7 @@ export class ReconciliationService {
   }
 
   /** What recording a final answer came to; undefined when the lease was lost, and nothing was written. */
-  private reconciled(payment: Payment, outcome: FinalOutcome, recorded: unknown): ReconcileResult {
+  private reconciled(payment: Payment, outcome: FinalOutcome, recorded: Recorded | undefined): ReconcileResult {
     if (!recorded) return 'skipped';
     this.logger.log({ msg: 'payment reconciled', paymentId: payment.id, status: outcome.status });
     return outcome.status === 'requires_review' ? 'requires_review' : 'settled';
