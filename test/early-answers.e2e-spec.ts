@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { startApiProcess, startProvider } from '../scripts/lib/processes';
-import { emptyTables } from '../scripts/lib/scratch-database';
-import { createDataSource } from '../src/database/data-source';
 import { ClientThrottlerGuard } from '../src/clients/client-throttler.guard';
 import { PaymentCreationService } from '../src/payments/payment-creation.service';
-import { startInProcessStack, useInProcessStack } from './support/in-process-app';
-import { TEST_DATABASE_URL, createClient } from './support/test-env';
+import { type InProcessStack, startInProcessStack, useInProcessStack } from './support/in-process-app';
+import { type Reply, useProcessStack } from './support/process-stack';
 
 /**
  * EarlyAnswers answers a retry of a finished payment whose final answer this
@@ -26,6 +23,11 @@ const PER_ANSWER = ['date', 'x-request-id', 'x-ratelimit-remaining', 'x-ratelimi
 
 function stableHeaders(headers: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_ANSWER.includes(name)));
+}
+
+/** The value of the one series `line` matches (its value captured) in the API's /metrics; 0 before it exists. */
+async function metricValue(stack: InProcessStack, line: RegExp): Promise<number> {
+  return Number(line.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
 }
 
 describe('a replay answered before the framework', () => {
@@ -79,7 +81,7 @@ describe('a replay answered before the framework', () => {
   it('is counted as a request: the payment and HTTP metrics move as through the pipeline', async () => {
     const key = randomUUID();
     await post(key, BODY);
-    const metric = async (line: RegExp) => Number(line.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+    const metric = (line: RegExp) => metricValue(stack, line);
     const replays = /payment_answers_total\{status="201",replayed="true"\} (\d+)/;
     const posts = /http_request_duration_seconds_count\{method="POST",route="\/v1\/payments",status="201"\} (\d+)/;
     const [replaysBefore, postsBefore] = [await metric(replays), await metric(posts)];
@@ -137,13 +139,11 @@ describe('a read of one payment answered before the framework', () => {
 
   /** With a query the path is the same route to Express, but not to EarlyAnswers. */
   const get = (path: string) => request(stack.url).get(path).set('Authorization', `Bearer ${stack.apiKey}`);
+  const createPayment = () =>
+    request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', randomUUID()).send(BODY);
 
   it('is the answer the pipeline gives, for a payment and for none', async () => {
-    const created = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', randomUUID())
-      .send(BODY);
+    const created = await createPayment();
     guarded.mockClear();
     for (const id of [created.body.id as string, 'pay_01JZZZZZZZZZZZZZZZZZZZZZZZ', 'not-a-payment-id']) {
       const early = await get(`/v1/payments/${id}`);
@@ -161,13 +161,9 @@ describe('a read of one payment answered before the framework', () => {
   });
 
   it('is counted in the HTTP metrics under the route', async () => {
-    const created = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', randomUUID())
-      .send(BODY);
+    const created = await createPayment();
     const reads = /http_request_duration_seconds_count\{method="GET",route="\/v1\/payments\/:id",status="200"\} (\d+)/;
-    const count = async () => Number(reads.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+    const count = () => metricValue(stack, reads);
     const before = await count();
     guarded.mockClear();
 
@@ -177,7 +173,7 @@ describe('a read of one payment answered before the framework', () => {
   });
 
   it('leaves to the pipeline a read it does not know how to answer the same way', async () => {
-    // No key: the pipeline's 401. A key it has not seen yet: the pipeline looks it up.
+    // No key: the pipeline's 401. An id with a %-escape: Express decodes it, and its route answers.
     expect((await request(stack.url).get('/v1/payments/pay_x')).status).toBe(401);
     expect((await get('/v1/payments/pay_%41')).status).toBe(404);
     expect(guarded).toHaveBeenCalledTimes(1);
@@ -234,40 +230,21 @@ describe('limits on early answers', () => {
 });
 
 describe('an early replay’s log line', () => {
-  it('is the request log line the pipeline writes, with the answer’s request id', async () => {
-    const provider = await startProvider();
-    const api = await startApiProcess({ NODE_ENV: 'test', LOG_LEVEL: 'info', DATABASE_URL: TEST_DATABASE_URL, PROVIDER_URL: provider.url });
-    try {
-      const dataSource = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
-      let apiKey: string;
-      try {
-        await emptyTables(dataSource);
-        apiKey = (await createClient(dataSource)).apiKey;
-      } finally {
-        await dataSource.destroy();
-      }
-      const post = () =>
-        fetch(`${api.url}/v1/payments`, {
-          method: 'POST',
-          headers: { Authorization: `Bearer ${apiKey}`, 'Idempotency-Key': 'logged', 'Content-Type': 'application/json' },
-          body: JSON.stringify(BODY),
-        });
-      const first = await post();
-      const replay = await post();
-      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+  const stack = useProcessStack({ client: 'early answers' });
 
-      const lineOf = async (response: Response) => {
-        const id = response.headers.get('x-request-id');
-        return (await api.waitForLine(({ json }) => (json?.req as { id?: string } | undefined)?.id === id)).json as Record<string, unknown>;
-      };
-      const [created, replayed] = [await lineOf(first), await lineOf(replay)];
-      expect(replayed).toMatchObject({ msg: 'request completed', name: 'payments-api', res: { statusCode: 201 } });
-      expect(replayed.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
-      expect(Object.keys(replayed).sort()).toEqual(Object.keys(created).sort());
-      expect(api.output().join('\n')).not.toContain(apiKey);
-    } finally {
-      await api.stop();
-      await provider.stop();
-    }
+  it('is the request log line the pipeline writes, with the answer’s request id', async () => {
+    const first = await stack.client.post('logged', BODY);
+    const replay = await stack.client.post('logged', BODY);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+
+    const lineOf = async ({ headers }: Reply) => {
+      const id = headers.get('x-request-id');
+      return (await stack.api.waitForLine(({ json }) => (json?.req as { id?: string } | undefined)?.id === id)).json as Record<string, unknown>;
+    };
+    const [created, replayed] = [await lineOf(first), await lineOf(replay)];
+    expect(replayed).toMatchObject({ msg: 'request completed', name: 'payments-api', res: { statusCode: 201 } });
+    expect(replayed.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
+    expect(Object.keys(replayed).sort()).toEqual(Object.keys(created).sort());
+    expect(stack.api.output().join('\n')).not.toContain(stack.apiKey);
   });
 });
