@@ -7,8 +7,8 @@ import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
  * Rows of a raw statement. One on the data source's own manager, outside any
  * transaction, goes straight to its pool: through TypeORM, each makes,
  * connects and releases a QueryRunner and broadcasts query events nobody
- * listens to, about half as much CPU again as the driver's own work (0.29
- * against 0.20 ms a statement, 16 at a time on the development machine).
+ * listens to: about a fifth more of this process's CPU per statement
+ * (scripts/statement-bench.ts).
  * As through TypeORM, a statement's failure is wrapped in QueryFailedError
  * (a failure to get a connection is not), so that it is read
  * (isUniqueViolation, the envelope) and logged (never its parameters) the
