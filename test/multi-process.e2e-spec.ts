@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
+import { seedStaleBacklog } from '../scripts/bench/backlog';
 import type { WorkerProcess } from '../scripts/lib/processes';
+import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { eventually } from './support/eventually';
 import { crashPointReached, logged, useProcessStack } from './support/process-stack';
 import { testConfig } from './support/test-env';
@@ -127,4 +128,41 @@ describe('several API and worker processes on one database and one Redis', () =>
       await queue.close();
     }
   }
+});
+
+describe('the reconciliation rate limit', () => {
+  const stack = useProcessStack({ client: 'rate-limited shop' });
+
+  it('holds both workers together to RECONCILE_RATE_LIMIT payments a second', async () => {
+    // 100 stale payments are five jobs of 20; at 50 payments/s together the
+    // queue starts one every 400 ms, so the last job commits about 1.6 s
+    // after the first (less the first job's extra time on cold connections).
+    // Unlimited, the sixteen slots of the two workers take all five at once
+    // and they commit within tens of milliseconds (35 ms here).
+    const [{ id: clientId }] = (await stack.db.query('SELECT id FROM api_clients')) as { id: string }[];
+    await seedStaleBacklog(stack.db, clientId, 100);
+    const limited = { RECONCILE_RATE_LIMIT: '50', RECONCILE_INTERVAL_MS: '1000' };
+    const workers = await Promise.all([stack.startWorker(limited), stack.startWorker(limited)]);
+    try {
+      await eventually(
+        async () => {
+          const [{ pending }] = await stack.db.query(`SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`);
+          return pending === 0 ? true : undefined;
+        },
+        { what: 'the backlog to drain', timeoutMs: 20_000 },
+      );
+      const [{ statuses, spreadMs }] = (await stack.db.query(
+        `SELECT array_agg(DISTINCT status) AS statuses,
+                (extract(epoch FROM max(updated_at) - min(updated_at)) * 1000)::int AS "spreadMs"
+           FROM payments`,
+      )) as { statuses: string[]; spreadMs: number }[];
+
+      expect(statuses).toEqual(['succeeded']);
+      expect(spreadMs).toBeGreaterThanOrEqual(1_200);
+      expect(await stack.provider.chargesFor('pay_backlog_1')).toHaveLength(1);
+      expect(await stack.provider.chargesFor('pay_backlog_100')).toHaveLength(1);
+    } finally {
+      await Promise.all(workers.map((worker) => worker.stop()));
+    }
+  });
 });

@@ -32,8 +32,30 @@ const GOAL_MS_PER_PAYMENT = 60_000 / 10_000;
 const SEEDED_PENDING = `SELECT count(*)::int AS n FROM payments WHERE client_id = $1 AND status = 'pending'`;
 
 /**
- * `count` pending payments of an hour ago, each with its key released and no
- * answer: what requests that died after their claim leave. One worker (the
+ * `count` pending payments of `clientId` from an hour ago, each with its key
+ * released and no answer (what requests that died after their claim leave),
+ * paying with pm_card_ok: a worker's sweep takes them all at its first run.
+ */
+export async function seedStaleBacklog(dataSource: DataSource, clientId: string, count: number): Promise<void> {
+  await dataSource.query(
+    `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status, created_at, updated_at)
+     SELECT 'pay_backlog_' || g, $1, 500, 'USD', 'pm_card_ok', 'pk_pay_backlog_' || g, 'pending',
+            now() - interval '1 hour', now() - interval '1 hour'
+       FROM generate_series(1, $2) g`,
+    [clientId, count],
+  );
+  await dataSource.query(
+    `INSERT INTO idempotency_keys (client_id, key, fingerprint, payment_id, created_at)
+     SELECT $1, 'backlog-' || g, repeat('0', 64), 'pay_backlog_' || g, now() - interval '1 hour'
+       FROM generate_series(1, $2) g`,
+    [clientId, count],
+  );
+  await dataSource.query('ANALYZE payments');
+  await dataSource.query('ANALYZE idempotency_keys');
+}
+
+/**
+ * `count` stale pending payments (seedStaleBacklog). One worker (the
  * production knobs, but a stale threshold of a second) drains them while the
  * API takes creates; the creates' rate is measured alone first, on the same
  * database.
@@ -51,21 +73,7 @@ export async function drainBacklog(
   },
 ): Promise<BacklogFigures> {
   const { clientId, count } = options;
-  await dataSource.query(
-    `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status, created_at, updated_at)
-     SELECT 'pay_backlog_' || g, $1, 500, 'USD', 'pm_card_ok', 'pk_pay_backlog_' || g, 'pending',
-            now() - interval '1 hour', now() - interval '1 hour'
-       FROM generate_series(1, $2) g`,
-    [clientId, count],
-  );
-  await dataSource.query(
-    `INSERT INTO idempotency_keys (client_id, key, fingerprint, payment_id, created_at)
-     SELECT $1, 'backlog-' || g, repeat('0', 64), 'pay_backlog_' || g, now() - interval '1 hour'
-       FROM generate_series(1, $2) g`,
-    [clientId, count],
-  );
-  await dataSource.query('ANALYZE payments');
-  await dataSource.query('ANALYZE idempotency_keys');
+  await seedStaleBacklog(dataSource, clientId, count);
 
   const loadOptions = { connections: options.connections, seconds: options.seconds };
   const createAlone = await load(options.api, options.create, loadOptions);

@@ -21,7 +21,7 @@ describe('loadConfig', () => {
       maxInFlightPerEndpoint: 4,
       batchSize: 200,
     });
-    expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, rateLimitPerS: 0 });
+    expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, paymentsPerS: 250 });
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
     expect(config.provider.breaker).toEqual({
       failureRatio: 0.5,

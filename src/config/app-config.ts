@@ -248,10 +248,12 @@ export function loadConfig(env: Env = process.env) {
       batchSize: r.int('RECONCILE_BATCH_SIZE', 500, 1, 10_000),
       concurrency: r.int('RECONCILE_CONCURRENCY', 8, 1, 100),
       /**
-       * Jobs per second across every worker of the queue (0: as fast as the
-       * workers go): a backlog's drain takes CPU and Postgres from new payments.
+       * Payments reconciled per second at most, across every worker of the
+       * queue (0: as fast as the workers go). A backlog's drain takes CPU and
+       * Postgres from new payments; by default it takes a share that drains
+       * 10,000 stale payments in under a minute (see reconcileLimiter).
        */
-      rateLimitPerS: r.int('RECONCILE_RATE_LIMIT', 0, 0, 100_000),
+      paymentsPerS: r.int('RECONCILE_RATE_LIMIT', 250, 0, 100_000),
       /** How often a payment in review is asked about again, and for how long after it went to review. */
       reviewRecheckIntervalMs: r.int('REVIEW_RECHECK_INTERVAL_MS', 3_600_000, 50),
       reviewRecheckHorizonHours: r.positive('REVIEW_RECHECK_HORIZON_HOURS', 168, 24 * 366),

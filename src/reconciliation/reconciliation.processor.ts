@@ -4,6 +4,7 @@ import type { Job } from 'bullmq';
 import { errorForLog } from '../common/log-safety';
 import { WORKER_RETRY_DELAY_MS } from '../common/redis-client';
 import type { AppConfig } from '../config/app-config';
+import { reconcileLimiter } from './reconcile-limiter';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
 
@@ -66,11 +67,12 @@ export class ReconciliationProcessor extends WorkerHost implements OnModuleDestr
  */
 export function reconciliationProcessorFor(config: AppConfig): Type<ReconciliationProcessor> {
   const { leaseMs } = config.idempotency;
-  const { concurrency, rateLimitPerS } = config.reconcile;
+  const { concurrency, paymentsPerS } = config.reconcile;
+  const limiter = reconcileLimiter(paymentsPerS);
   @Processor(RECONCILIATION_QUEUE, {
     concurrency,
     // BullMQ's limiter is the queue's, in Redis: one rate for all the workers together.
-    ...(rateLimitPerS > 0 && { limiter: { max: rateLimitPerS, duration: 1_000 } }),
+    ...(limiter && { limiter }),
     lockDuration: leaseMs,
     stalledInterval: leaseMs,
     runRetryDelay: WORKER_RETRY_DELAY_MS,
