@@ -10,6 +10,7 @@ import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
 import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
 import { type Agreement, checkAgreement } from './bench/agreement';
+import { type Analyzer, keepStatisticsCurrent } from './bench/analyzer';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
 import { DatabaseCpu } from './bench/database-cpu';
 import {
@@ -167,6 +168,8 @@ interface LoadResult {
 interface Report {
   machine: { cpus: number; load_average_at_start: number[]; load_average_at_end: number[] };
   database: string;
+  /** Who keeps the planner's statistics current while the tables grow (see keepStatisticsCurrent). */
+  statistics: Analyzer['statistics'];
   seconds: number;
   warmup_seconds: number;
   connections: number;
@@ -198,6 +201,7 @@ async function main(): Promise<void> {
   const dataSource = await openScratchDatabase(databaseUrl);
   if (options.partitions !== undefined) await partitionByClient(dataSource, options.partitions);
   await dropWorkerQueues(base.redisUrl, queuePrefix);
+  const analyzer = await keepStatisticsCurrent(dataSource);
   const children: ManagedProcess[] = [];
   try {
     const clients = new ClientsService(new ClientsRepository(dataSource));
@@ -251,6 +255,7 @@ async function main(): Promise<void> {
     const report: Report = {
       machine: { cpus: cpus().length, load_average_at_start: loadAtStart, load_average_at_end: [] },
       database: options.database,
+      statistics: analyzer.statistics,
       seconds: options.seconds,
       warmup_seconds: options.warmup,
       connections: options.connections,
@@ -313,6 +318,7 @@ async function main(): Promise<void> {
     if (!report.ok) process.exitCode = 1;
   } finally {
     for (const child of children.reverse()) await child.stop();
+    await analyzer.stop();
     await dropWorkerQueues(base.redisUrl, queuePrefix);
     await dataSource.destroy();
   }
@@ -400,7 +406,7 @@ function table(report: Report): string {
   const lines = [
     `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
       `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
-      `${report.machine.load_average_at_end[0]} at end`,
+      `${report.machine.load_average_at_end[0]} at end; statistics: ${report.statistics}`,
     'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req  pg ms/req',
   ];
   for (const [name, result] of Object.entries(report.loads)) {
@@ -462,7 +468,13 @@ function table(report: Report): string {
   const k = report.soak;
   if (k) {
     const samples = k.samples.map((sample) => `${sample.t_s}s:${sample.rss_mb}`).join(' ');
-    lines.push(`soak: ${k.seconds} s of creates at ${k.rps.toFixed(0)} req/s; API RSS MB ${samples}; trend ${k.rss_mb_per_min} MB/min, ${k.rss_mb_per_min_second_half} over the second half`);
+    const end = k.samples[k.samples.length - 1];
+    const heap = k.heap_at_end;
+    lines.push(
+      `soak: ${k.seconds} s of creates at ${k.rps.toFixed(0)} req/s; API RSS MB ${samples}; trend ${k.rss_mb_per_min} MB/min, ${k.rss_mb_per_min_second_half} over the second half`,
+      `soak: at the end RSS ${end.rss_mb} MB = ${end.anon_mb} anonymous + ${end.file_mb} file-backed` +
+        (heap ? `; V8 heap ${heap.heap_total_mb} MB (${heap.heap_used_mb} used), external ${heap.external_mb} MB` : ''),
+    );
   }
   lines.push(`payments ${report.payments}, provider charges ${report.provider_charges}; the run took ${report.elapsed_s} s`, '');
   return lines.join('\n');

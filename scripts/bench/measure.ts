@@ -43,11 +43,47 @@ export function cpuSpent(before: BackendCpu, after: BackendCpu): number {
   return spent;
 }
 
-/** Resident memory of a process in MB (VmRSS). */
-export function rssMb(pid: number): number {
-  const line = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!line) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(line[1]) / 1024;
+/** Resident memory of a process in MB: all of it, and its anonymous and file-backed parts (/proc/<pid>/status). */
+export interface Resident {
+  rss_mb: number;
+  /** Private memory: the V8 heap, and what native code allocated (buffers, the allocator's arenas, thread stacks). */
+  anon_mb: number;
+  /** Pages of files mapped in, mostly the node binary: shared by every process running it. */
+  file_mb: number;
+}
+
+export function residentOf(pid: number): Resident {
+  return residentFromStatus(readFileSync(`/proc/${pid}/status`, 'utf8'));
+}
+
+export function residentFromStatus(status: string): Resident {
+  const kb = (field: string) => {
+    const line = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status);
+    if (!line) throw new Error(`no ${field} in /proc/<pid>/status`);
+    return Number(line[1]);
+  };
+  return { rss_mb: round(kb('VmRSS') / 1024, 1), anon_mb: round(kb('RssAnon') / 1024, 1), file_mb: round(kb('RssFile') / 1024, 1) };
+}
+
+/** The V8 heap as the process's own Prometheus metrics report it (prom-client's default metrics), in MB. */
+export interface HeapFigures {
+  heap_total_mb: number;
+  heap_used_mb: number;
+  /** Memory held outside the heap by JavaScript objects (Buffers and the like). */
+  external_mb: number;
+}
+
+export function heapFromMetrics(text: string): HeapFigures {
+  const mb = (name: string) => {
+    const line = new RegExp(`^${name} (\\d+(?:\\.\\d+)?(?:e\\+\\d+)?)$`, 'm').exec(text);
+    if (!line) throw new Error(`no ${name} in the metrics`);
+    return round(Number(line[1]) / 2 ** 20, 1);
+  };
+  return {
+    heap_total_mb: mb('nodejs_heap_size_total_bytes'),
+    heap_used_mb: mb('nodejs_heap_size_used_bytes'),
+    external_mb: mb('nodejs_external_memory_bytes'),
+  };
 }
 
 export function round(value: number, places = 2): number {
@@ -201,23 +237,25 @@ export interface SoakFigures {
   seconds: number;
   requests: number;
   rps: number;
-  samples: { t_s: number; rss_mb: number }[];
-  /** Least-squares slope of the samples. */
+  samples: ({ t_s: number } & Resident)[];
+  /** Least-squares slope of the samples' RSS. */
   rss_mb_per_min: number;
   /** The same over the second half only: once the caches have filled, whether anything still grows. */
   rss_mb_per_min_second_half: number;
+  /** The V8 heap when the load ended, from the server's metrics; null for a server without them. */
+  heap_at_end: HeapFigures | null;
 }
 
-/** Load for `seconds` while the server's RSS is read every few seconds. */
+/** Load for `seconds` while the server's resident memory is read every few seconds. */
 export async function soak(
-  target: Target,
+  target: Target & { metricsUrl?: string },
   request: autocannon.Request,
   options: { connections: number; seconds: number },
 ): Promise<SoakFigures> {
   const everyMs = Math.max(1, Math.min(5, Math.floor(options.seconds / 10))) * 1000;
   const started = performance.now();
   const samples: SoakFigures['samples'] = [];
-  const sample = () => samples.push({ t_s: round((performance.now() - started) / 1000, 1), rss_mb: round(rssMb(target.pid), 1) });
+  const sample = () => samples.push({ t_s: round((performance.now() - started) / 1000, 1), ...residentOf(target.pid) });
   sample();
   const timer = setInterval(sample, everyMs);
   let figures: Figures;
@@ -227,6 +265,7 @@ export async function soak(
     clearInterval(timer);
   }
   sample();
+  const metrics = target.metricsUrl === undefined ? undefined : await fetch(`${target.metricsUrl}/metrics`);
   return {
     seconds: options.seconds,
     requests: figures.requests,
@@ -234,6 +273,7 @@ export async function soak(
     samples,
     rss_mb_per_min: trend(samples),
     rss_mb_per_min_second_half: trend(samples.filter((s) => s.t_s >= options.seconds / 2)),
+    heap_at_end: metrics ? heapFromMetrics(await metrics.text()) : null,
   };
 }
 
