@@ -201,7 +201,7 @@ async function main(): Promise<void> {
   const dataSource = await openScratchDatabase(databaseUrl);
   if (options.partitions !== undefined) await partitionByClient(dataSource, options.partitions);
   await dropWorkerQueues(base.redisUrl, queuePrefix);
-  const analyzer = await keepStatisticsCurrent(dataSource);
+  const analyzer = await keepStatisticsCurrent(databaseUrl);
   const children: ManagedProcess[] = [];
   try {
     const clients = new ClientsService(new ClientsRepository(dataSource));

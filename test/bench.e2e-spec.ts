@@ -51,7 +51,8 @@ describe('npm run bench -- --compare --uncached-floor (tiny)', () => {
       agreement: { ok: boolean; checks: { check: string; ok: boolean }[] };
       storm: Record<string, unknown>;
       backlog: Record<string, unknown>;
-      soak: { samples: unknown[] };
+      soak: { samples: { rss_mb: number; anon_mb: number; file_mb: number }[]; heap_at_end: { heap_used_mb: number } | null };
+      statistics: string;
       payments: number;
       provider_charges: number;
       ok: boolean;
@@ -75,6 +76,11 @@ describe('npm run bench -- --compare --uncached-floor (tiny)', () => {
     expect(report.storm).toMatchObject({ requests: 200, created: 1, other: 0, payments: 1, charges: 1, ok: true });
     expect(report.backlog).toMatchObject({ payments: 100, left_pending: 0, ok: true });
     expect(report.soak.samples.length).toBeGreaterThanOrEqual(2);
+    const [first] = report.soak.samples;
+    expect(first.anon_mb + first.file_mb).toBeCloseTo(first.rss_mb, 0);
+    expect(report.soak.heap_at_end?.heap_used_mb).toBeGreaterThan(0);
+    // This machine's Postgres runs with autovacuum off, CI's too; either answer names who keeps the statistics.
+    expect(report.statistics).toMatch(/^(autovacuum|ANALYZE every 5 s)$/);
     expect(report.payments).toBe(report.provider_charges);
     expect(report.ok).toBe(true);
   });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
+import type { DataSource } from 'typeorm';
 import { seedStaleBacklog } from '../scripts/bench/backlog';
 import type { WorkerProcess } from '../scripts/lib/processes';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
@@ -50,15 +51,7 @@ describe('several API and worker processes on one database and one Redis', () =>
       expect(replies.map((reply) => reply.status)).toEqual(Array(8).fill(202));
       const ids = replies.map((reply) => reply.body.id!);
 
-      await eventually(
-        async () => {
-          const [{ pending }] = await stack.db.query(
-            `SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`,
-          );
-          return pending === 0 ? true : undefined;
-        },
-        { what: 'every payment to be reconciled' },
-      );
+      await nothingPending(stack.db);
 
       expect(await schedulerIds()).toEqual(['prune-idempotency-keys', 'reconcile-sweep']);
       const rows = (await stack.db.query('SELECT id, status, reconcile_attempts FROM payments')) as {
@@ -144,13 +137,7 @@ describe('the reconciliation rate limit', () => {
     const limited = { RECONCILE_RATE_LIMIT: '50', RECONCILE_INTERVAL_MS: '1000' };
     const workers = await Promise.all([stack.startWorker(limited), stack.startWorker(limited)]);
     try {
-      await eventually(
-        async () => {
-          const [{ pending }] = await stack.db.query(`SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`);
-          return pending === 0 ? true : undefined;
-        },
-        { what: 'the backlog to drain', timeoutMs: 20_000 },
-      );
+      await nothingPending(stack.db, 20_000);
       const [{ statuses, spreadMs }] = (await stack.db.query(
         `SELECT array_agg(DISTINCT status) AS statuses,
                 (extract(epoch FROM max(updated_at) - min(updated_at)) * 1000)::int AS "spreadMs"
@@ -166,3 +153,14 @@ describe('the reconciliation rate limit', () => {
     }
   });
 });
+
+/** Polls until no payment is pending: every one reconciled. */
+async function nothingPending(db: DataSource, timeoutMs?: number): Promise<void> {
+  await eventually(
+    async () => {
+      const [{ pending }] = (await db.query(`SELECT count(*)::int AS pending FROM payments WHERE status = 'pending'`)) as { pending: number }[];
+      return pending === 0 ? true : undefined;
+    },
+    { what: 'every payment to be reconciled', ...(timeoutMs !== undefined && { timeoutMs }) },
+  );
+}

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { DataSource } from 'typeorm';
+import { ANALYZER_APPLICATION } from './analyzer';
 import { cpuMs } from './measure';
 
 /** CPU in ms per Postgres backend process, by pid. */
@@ -10,8 +11,9 @@ export type BackendCpu = ReadonlyMap<number, number>;
  * /proc, so only when the server runs on this machine. The bench's database is
  * its own, so its backends serve only the side under load (the API or the
  * floor, one at a time), whoever else shares the server. Not counted: the
- * server's shared work (WAL writer, checkpointer, autovacuum), and a backend
- * that exits mid-load (the pools keep theirs open).
+ * server's shared work (WAL writer, checkpointer, autovacuum, and the bench's
+ * ANALYZE standing in for autovacuum's), and a backend that exits mid-load
+ * (the pools keep theirs open).
  */
 export class DatabaseCpu {
   constructor(
@@ -22,8 +24,9 @@ export class DatabaseCpu {
   /** Undefined when the backends are not on this machine. */
   async sample(): Promise<BackendCpu | undefined> {
     const rows = (await this.dataSource.query(
-      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`,
-      [this.database],
+      `SELECT pid FROM pg_stat_activity
+        WHERE datname = $1 AND backend_type = 'client backend' AND application_name <> $2`,
+      [this.database, ANALYZER_APPLICATION],
     )) as { pid: number }[];
     if (!rows.every(({ pid }) => existsSync(`/proc/${pid}/stat`))) return undefined;
     const sample = new Map<number, number>();
