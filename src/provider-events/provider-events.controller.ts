@@ -42,7 +42,7 @@ export class ProviderEventsController {
     DATABASE_UNAVAILABLE,
   )
   async receive(@Req() request: Request): Promise<{ received: true; result: string }> {
-    const result = await this.events.receive(rawBodyOf(request), request.headers);
+    const result = await this.events.receive(rawBodyOf(request), request.body, request.headers);
     return { received: true, result };
   }
 }

@@ -53,12 +53,18 @@ export class ProviderEventsService {
   /**
    * Verifies the Standard Webhooks signature over the exact bytes received
    * (and the timestamp, within five minutes) before anything is read or written.
+   *
+   * `body` is what the API's JSON parser made of those bytes, with every check
+   * a request body gets (duplicate keys, depth, characters Postgres refuses);
+   * the library is not let parse them again. Its `JSON.parse` and the API's
+   * parser disagree on some bodies: a byte-order mark the parser skips made
+   * `JSON.parse` throw after the signature verified, a 500, where one reading
+   * of the bytes answers such a body like any other.
    */
-  async receive(rawBody: Buffer | undefined, headers: Record<string, string | string[] | undefined>): Promise<EventResult> {
-    let body: unknown;
+  async receive(signedBytes: Buffer | undefined, body: unknown, headers: Record<string, string | string[] | undefined>): Promise<EventResult> {
     const signed = singleValued(headers);
     try {
-      body = this.webhook.verify(rawBody ?? Buffer.alloc(0), signed);
+      this.webhook.verify(signedBytes ?? Buffer.alloc(0), signed, { jsonParse: false });
     } catch (error) {
       if (!(error instanceof WebhookVerificationError)) throw error;
       this.metrics.providerEvents.inc({ result: 'rejected' });
