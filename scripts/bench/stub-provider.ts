@@ -1,6 +1,6 @@
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ulid } from 'ulid';
+import { newUlid } from '../../src/common/ulid';
 import type { Charge } from '../../src/mock-provider/mock-provider.types';
 
 /**
@@ -48,7 +48,7 @@ async function createCharge(request: IncomingMessage, response: ServerResponse):
   if (!charge) {
     const declined = params.payment_method === 'pm_card_declined';
     charge = {
-      id: `ch_${ulid()}`,
+      id: `ch_${newUlid()}`,
       status: declined ? 'failed' : 'succeeded',
       amount: params.amount as number,
       currency: params.currency as string,

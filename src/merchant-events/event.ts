@@ -1,4 +1,4 @@
-import { ulid } from 'ulid';
+import { newUlid } from '../common/ulid';
 import { ApiProperty } from '@nestjs/swagger';
 import { PaymentResource, type PaymentStatus } from '../payments/payment';
 import type { EventRecord } from './events.table';
@@ -48,7 +48,7 @@ export class EventList {
 export const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 export function newEventId(): string {
-  return `evt_${ulid()}`;
+  return `evt_${newUlid()}`;
 }
 
 export function eventTypeFor(status: AnnouncedStatus): EventType {

@@ -1,5 +1,5 @@
 import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { ulid } from 'ulid';
+import { newUlid } from '../common/ulid';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { EventDelivery } from './mock-provider.delivery';
@@ -49,7 +49,7 @@ export class ChargeEventEmitter implements OnApplicationBootstrap, OnModuleDestr
     const now = Date.now();
     const due = versionAt(record, now, pendingSettleMs);
     for (let version = this.store.lastVersion(record.idempotency_key) + 1; version <= due; version++) {
-      const event = chargeEvent(record, version, `evt_${ulid()}`, new Date(now));
+      const event = chargeEvent(record, version, `evt_${newUlid()}`, new Date(now));
       this.store.recordEvent(event);
       this.delivery.deliver(event);
     }

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { ulid } from 'ulid';
+import { newUlid } from '../common/ulid';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { ChargeEventEmitter } from './mock-provider.emitter';
@@ -86,7 +86,7 @@ export class MockProviderService {
     if (refusal) throw refusal;
 
     const record: ChargeRecord = {
-      id: `ch_${ulid()}`,
+      id: `ch_${newUlid()}`,
       status: behaviour.status,
       amount: params.amount,
       currency: params.currency,

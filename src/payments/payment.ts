@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ErrorBody } from '../common/openapi';
-import { ulid } from 'ulid';
+import { newUlid } from '../common/ulid';
 import type { ChargeInput } from '../provider/provider.client';
 import type { CreatePaymentDto } from './payments.dto';
 import type { NewPayment } from './payments.repository';
@@ -90,7 +90,7 @@ export const PAYMENT_ID_PATTERN = /^pay_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /** ULIDs sort by creation time, which keeps the newest-first list index-friendly. */
 export function newPaymentId(): string {
-  return `pay_${ulid()}`;
+  return `pay_${newUlid()}`;
 }
 
 /**
