@@ -83,7 +83,7 @@ const COUNTS_SQL = `
          (SELECT count(*) FROM payments WHERE client_id = $2)::int AS payments_b,
          (SELECT count(*) FROM idempotency_keys WHERE client_id = $1)::int AS keys_a,
          (SELECT count(*) FROM idempotency_keys WHERE client_id = $2)::int AS keys_b,
-         (SELECT count(*) FROM processed_messages)::int AS events`;
+         (SELECT count(*) FROM processed_messages WHERE client_id IN ($1, $2))::int AS events`;
 
 interface Counts {
   payments_a: number;
