@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { Webhook } from 'standardwebhooks';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
+import { postSignedEvent, processedMessages } from './support/provider-events';
 
 /**
  * POST /v1/provider/events against the real API and Postgres, with events
@@ -12,8 +12,6 @@ import { useInProcessStack } from './support/in-process-app';
  */
 describe('POST /v1/provider/events', () => {
   const stack = useInProcessStack({ providerEnv: { PROVIDER_PENDING_SETTLE_MS: '600000' } });
-
-  const signer = () => new Webhook(stack.config.providerEvents.secret);
 
   /** A pending payment, and the provider's charge for it as an event body at `version` with `status`. */
   async function pendingPayment(): Promise<{ paymentId: string; key: string; eventOf: (status: string, version: number) => object }> {
@@ -37,27 +35,20 @@ describe('POST /v1/provider/events', () => {
     };
   }
 
-  function deliver(event: object, { secret, at = new Date(), id }: { secret?: string; at?: Date; id?: string } = {}) {
-    const body = JSON.stringify(event);
-    const msgId = id ?? (event as { id: string }).id;
-    const webhook = secret ? new Webhook(secret) : signer();
-    return request(stack.url)
-      .post('/v1/provider/events')
-      .set('Content-Type', 'application/json')
-      .set('webhook-id', msgId)
-      .set('webhook-timestamp', String(Math.floor(at.getTime() / 1000)))
-      .set('webhook-signature', webhook.sign(msgId, at, body))
-      .send(body);
+  function deliver(event: object, { secret, at, id }: { secret?: string; at?: Date; id?: string } = {}) {
+    return postSignedEvent(stack.url, {
+      body: JSON.stringify(event),
+      id: id ?? (event as { id: string }).id,
+      secret: secret ?? stack.config.providerEvents.secret,
+      at,
+    });
   }
 
   const paymentStatus = async (paymentId: string) =>
     (await request(stack.url).get(`/v1/payments/${paymentId}`).set('Authorization', `Bearer ${stack.apiKey}`)).body
       .status as string;
 
-  async function processed(): Promise<number> {
-    const [{ n }] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM processed_messages')) as { n: number }[];
-    return n;
-  }
+  const processed = () => processedMessages(stack.dataSource);
 
   it('settles a pending payment from a final charge event, once; the retry then replays the stored 201', async () => {
     const { paymentId, key, eventOf } = await pendingPayment();
@@ -132,14 +123,12 @@ describe('POST /v1/provider/events', () => {
 
     const unsigned = await request(stack.url).post('/v1/provider/events').send(event);
     const body = JSON.stringify(event);
-    const at = new Date();
-    const tampered = await request(stack.url)
-      .post('/v1/provider/events')
-      .set('Content-Type', 'application/json')
-      .set('webhook-id', (event as { id: string }).id)
-      .set('webhook-timestamp', String(Math.floor(at.getTime() / 1000)))
-      .set('webhook-signature', signer().sign((event as { id: string }).id, at, body))
-      .send(body.replace('"succeeded"', '"failed"   '));
+    const tampered = await postSignedEvent(stack.url, {
+      body,
+      id: (event as { id: string }).id,
+      secret: stack.config.providerEvents.secret,
+      sent: body.replace('"succeeded"', '"failed"   '),
+    });
 
     expect(unsigned.status).toBe(400);
     expect(tampered.status).toBe(400);

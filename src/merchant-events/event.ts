@@ -1,5 +1,5 @@
-import { newUlid } from '../common/ulid';
 import { ApiProperty } from '@nestjs/swagger';
+import { newUlid } from '../common/ulid';
 import { PaymentResource, type PaymentStatus } from '../payments/payment';
 import type { EventRecord } from './events.table';
 
