@@ -32,3 +32,21 @@ export function runChaos(args: string[]): Promise<{ code: number | null; stdout:
     );
   });
 }
+
+/** Lines of a failed run's stderr a failure shows: its last progress lines, where it stopped. */
+const STDERR_TAIL_LINES = 20;
+
+/**
+ * Fails unless the run exited 0 with its one JSON line, and returns that line
+ * parsed. A failure's message leads with the verdict (which count was not
+ * zero, and its examples) and ends with the tail of stderr, so a log that
+ * keeps only part of a failure still shows why.
+ */
+export function verdictOf({ code, stdout, stderr }: { code: number | null; stdout: string; stderr: string }): Record<string, unknown> {
+  const lines = stdout.trim().split('\n');
+  if (code !== 0 || lines.length !== 1) {
+    const tail = stderr.trimEnd().split('\n').slice(-STDERR_TAIL_LINES).join('\n');
+    throw new Error(`chaos run exited ${code}\nverdict: ${stdout.trim() || '(none)'}\nstderr, last lines:\n${tail}`);
+  }
+  return JSON.parse(lines[0]) as Record<string, unknown>;
+}
