@@ -73,6 +73,9 @@ autocannon on a database of the bench's own.
                      by client_id in N partitions, 2 to 64, to measure what that costs
                      (docs/scaling.md); once: a database partitioned before keeps its
                      partitions, so give such a database a name of its own
+  --no-analyze       where the server's autovacuum is off, leave the tables
+                     unanalyzed instead of running ANALYZE every 5 s (README,
+                     Operations: what stale statistics cost)
   --cpu-prof DIR     run the API (and the backlog's worker) under node --cpu-prof, writing each profile to DIR on exit
   --json             one JSON object instead of the table
 
@@ -102,6 +105,7 @@ interface Options {
   database: string;
   partitions?: number;
   cpuProf?: string;
+  analyze: boolean;
   json: boolean;
 }
 
@@ -127,6 +131,7 @@ function parseOptions(): Options | undefined {
       database: { type: 'string', default: 'payments_bench' },
       partitions: { type: 'string' },
       'cpu-prof': { type: 'string' },
+      'no-analyze': { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -154,6 +159,7 @@ function parseOptions(): Options | undefined {
     database: values.database,
     partitions: values.partitions === undefined ? undefined : integerIn('partitions', values.partitions, 2, 64),
     cpuProf: values['cpu-prof'],
+    analyze: !values['no-analyze'],
     json: values.json,
   };
 }
@@ -201,7 +207,7 @@ async function main(): Promise<void> {
   const dataSource = await openScratchDatabase(databaseUrl);
   if (options.partitions !== undefined) await partitionByClient(dataSource, options.partitions);
   await dropWorkerQueues(base.redisUrl, queuePrefix);
-  const analyzer = await keepStatisticsCurrent(databaseUrl);
+  const analyzer = await keepStatisticsCurrent(databaseUrl, options.analyze);
   const children: ManagedProcess[] = [];
   try {
     const clients = new ClientsService(new ClientsRepository(dataSource));

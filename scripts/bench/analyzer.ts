@@ -7,8 +7,8 @@ export const ANALYZE_EVERY_MS = 5_000;
 export const ANALYZER_APPLICATION = 'bench analyzer';
 
 export interface Analyzer {
-  /** 'autovacuum' when the server keeps the statistics itself; otherwise the bench's own period. */
-  readonly statistics: 'autovacuum' | `ANALYZE every ${number} s`;
+  /** 'autovacuum' when the server keeps the statistics itself; otherwise the bench's own period, or none (--no-analyze). */
+  readonly statistics: 'autovacuum' | `ANALYZE every ${number} s` | 'none (--no-analyze)';
   stop(): Promise<void>;
 }
 
@@ -26,8 +26,10 @@ export interface Analyzer {
  * within one minute of a soak and under 100 within five. With this analyzer
  * the same minute held 615. Autovacuum on is a requirement of the service
  * (README, Operations); this stands in for it and changes nothing where it runs.
+ * With `analyze` false (--no-analyze) it stays out, to see what stale
+ * statistics cost.
  */
-export async function keepStatisticsCurrent(databaseUrl: string): Promise<Analyzer> {
+export async function keepStatisticsCurrent(databaseUrl: string, analyze: boolean): Promise<Analyzer> {
   const client = new Client({ connectionString: databaseUrl, application_name: ANALYZER_APPLICATION });
   const report = (error: unknown) =>
     process.stderr.write(`bench: the analyzer's connection failed: ${error instanceof Error ? error.message : String(error)}\n`);
@@ -35,9 +37,9 @@ export async function keepStatisticsCurrent(databaseUrl: string): Promise<Analyz
   client.on('error', report);
   await client.connect();
   const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
-  if (rows[0].autovacuum === 'on') {
+  if (rows[0].autovacuum === 'on' || !analyze) {
     await client.end();
-    return { statistics: 'autovacuum', stop: async () => undefined };
+    return { statistics: analyze ? 'autovacuum' : 'none (--no-analyze)', stop: async () => undefined };
   }
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
