@@ -52,8 +52,13 @@ describe('npm run chaos (short)', () => {
       expect(summary.faults.redis_flushes).toBe(1);
       expect(summary.faults).toMatchObject({ postgres_restarts_fast: 1, postgres_restarts_immediate: 1 });
       expect(summary.answers['422 idempotency_key_reused']).toBeGreaterThan(0);
-      // The provider's injected failures reached the clients once retries and the breaker ran out.
-      expect(summary.answers['503 provider_unavailable']).toBeGreaterThan(0);
+      // Outcomes the provider left open reached the clients as 202 (a pending
+      // charge, or no answer once retries ran out). Refusals while a client's
+      // circuit was open (503 provider_unavailable) come in most runs but not
+      // all: the circuit opens on a run of failures, which a fast machine may
+      // not draw (0 in one CI run, 6 to 90 in others). test/resilience.e2e-spec.ts
+      // opens it on purpose.
+      expect(summary.answers['202']).toBeGreaterThan(0);
       // While Postgres was down, the clients were told so.
       expect(summary.postgres_outages.count).toBe(2);
       expect(summary.postgres_outages.answers['503 service_unavailable']).toBeGreaterThan(0);
