@@ -44,7 +44,7 @@ const STDERR_TAIL_LINES = 20;
  */
 export function verdictOf({ code, stdout, stderr }: { code: number | null; stdout: string; stderr: string }): Record<string, unknown> {
   const lines = stdout.trim().split('\n');
-  if (code !== 0 || lines.length !== 1) {
+  if (code !== 0 || lines.length !== 1 || lines[0] === '') {
     const tail = stderr.trimEnd().split('\n').slice(-STDERR_TAIL_LINES).join('\n');
     throw new Error(`chaos run exited ${code}\nverdict: ${stdout.trim() || '(none)'}\nstderr, last lines:\n${tail}`);
   }

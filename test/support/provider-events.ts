@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { Webhook } from 'standardwebhooks';
 import type { DataSource } from 'typeorm';
+import { signedWebhookRequest } from '../../src/common/signed-webhook';
 
 export interface SignedEvent {
   /** The body the signature covers, as text. */
@@ -13,15 +14,10 @@ export interface SignedEvent {
   sent?: string;
 }
 
-/** POST /v1/provider/events as the provider sends it: Standard Webhooks headers signed over `body`. */
+/** POST /v1/provider/events as the provider sends it: Standard Webhooks headers signed over `body`, as every sender here signs. */
 export function postSignedEvent(url: string, { body, id, secret, at = new Date(), sent = body }: SignedEvent): request.Test {
-  return request(url)
-    .post('/v1/provider/events')
-    .set('Content-Type', 'application/json')
-    .set('webhook-id', id)
-    .set('webhook-timestamp', String(Math.floor(at.getTime() / 1000)))
-    .set('webhook-signature', new Webhook(secret).sign(id, at, body))
-    .send(sent);
+  const { headers } = signedWebhookRequest(new Webhook(secret), id, body, at);
+  return request(url).post('/v1/provider/events').set(headers).send(sent);
 }
 
 /** Rows of processed_messages: what provider events were recorded as consumed. */
