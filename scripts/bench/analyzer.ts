@@ -37,9 +37,10 @@ export async function keepStatisticsCurrent(databaseUrl: string, analyze: boolea
   client.on('error', report);
   await client.connect();
   const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
-  if (rows[0].autovacuum === 'on' || !analyze) {
+  const serverAnalyzes = rows[0].autovacuum === 'on';
+  if (serverAnalyzes || !analyze) {
     await client.end();
-    return { statistics: analyze ? 'autovacuum' : 'none (--no-analyze)', stop: async () => undefined };
+    return { statistics: serverAnalyzes ? 'autovacuum' : 'none (--no-analyze)', stop: async () => undefined };
   }
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
