@@ -23,6 +23,7 @@ const event: EventRecord = {
   paymentId: 'pay_1',
   data: { object: toResource(aPayment({ status: 'succeeded' })) },
   createdAt: new Date('2026-11-29T09:00:01Z'),
+  xactId: '1234',
 };
 
 /** A merchant endpoint on loopback answering `status`, keeping what it got. */
