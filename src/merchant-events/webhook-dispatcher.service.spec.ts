@@ -128,6 +128,19 @@ describe('WebhookDispatcher', () => {
       expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/ECONNREFUSED/);
     });
 
+    it('counts a delivery it cannot sign as a failed attempt, so it reaches its horizon instead of being claimed for ever', async () => {
+      const { sut, deliveries, claimed } = setup();
+      const merchant = await endpoint(204);
+      servers.push(merchant.server);
+      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), secret: 'whsec_!!!' });
+      deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+      expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/^not signed: /);
+      expect(merchant.got).toEqual([]);
+    });
+
     it('sends nothing for a claim that was lost, or a delivery already settled', async () => {
       const { sut, deliveries, crashPoint } = setup();
       deliveries.findClaimed = jest.fn().mockResolvedValue(undefined);
