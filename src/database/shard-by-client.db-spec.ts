@@ -8,7 +8,7 @@ import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
  * ShardByClient on a database that already holds payments: the rows stay, the
  * keys take client_id, and a row whose client disagrees with its payment's
  * stops the migration with nothing changed. In a database of its own, since
- * it takes the schema back one migration.
+ * it takes the schema back to before ShardByClient.
  */
 describe('the ShardByClient migration on existing rows', () => {
   const name = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_shard_migration`;
@@ -58,14 +58,19 @@ describe('the ShardByClient migration on existing rows', () => {
     await dataSource.query(`INSERT INTO processed_messages (consumer, message_id) VALUES ('provider-events', $1)`, [`pe_${id}`]);
   }
 
+  /** Takes the schema back to just before ShardByClient: the migrations after it first, then it. */
+  async function undoThroughShardByClient(): Promise<void> {
+    const later = migrations.length - 1 - migrations.indexOf(ShardByClient1796400000000);
+    for (let undone = 0; undone <= later; undone++) await dataSource.undoLastMigration({ transaction: 'all' });
+  }
+
   beforeAll(async () => {
     dataSource = await openScratchDatabase(databaseUrlNamed(TEST_DATABASE_URL, name));
   }, 30_000);
 
   beforeEach(async () => {
-    expect(migrations.at(-1)).toBe(ShardByClient1796400000000);
     await emptyTables(dataSource);
-    await dataSource.undoLastMigration({ transaction: 'all' });
+    await undoThroughShardByClient();
   });
 
   afterEach(async () => {
@@ -95,7 +100,7 @@ describe('the ShardByClient migration on existing rows', () => {
     expect(await keyOf('webhook_deliveries_pkey')).toBe('PRIMARY KEY (client_id, event_id, endpoint_id)');
     expect(await keyOf('processed_messages_pkey')).toBe('PRIMARY KEY (client_id, consumer, message_id)');
 
-    await dataSource.undoLastMigration({ transaction: 'all' });
+    await undoThroughShardByClient();
 
     expect(await counts()).toEqual({ payments: 2, keys: 2, events: 2, deliveries: 2, messages: 0 });
     expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');
