@@ -91,6 +91,15 @@ describe('hostile and broken input', () => {
       expect(await written()).toBe(0);
     });
 
+    it('keeps metadata keys named like Object.prototype’s members, as sent', async () => {
+      const metadata = { toString: 'a', valueOf: 'b', hasOwnProperty: 'c', isPrototypeOf: 'd', toLocaleString: 'e' };
+
+      const res = await postRaw(body({ metadata }));
+
+      expect(res.status).toBe(201);
+      expect(res.body.metadata).toEqual(metadata);
+    });
+
     it('takes every field at its limit, however many UTF-16 units or glyphs that is', async () => {
       const res = await postRaw(
         body({

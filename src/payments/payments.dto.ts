@@ -11,6 +11,7 @@ import {
   type ValidationOptions,
 } from 'class-validator';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
 import { CodePointLength } from '../common/code-point-length';
 import { PageQueryDto } from '../common/page-query.dto';
 import { codePointLength } from '../common/unicode';
@@ -117,6 +118,10 @@ export class CreatePaymentDto {
     description: `Up to ${METADATA_MAX_KEYS} string values, keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters.`,
   })
   @IsOptional()
+  // The object as sent: class-transformer would copy it key by key and drop
+  // those named like Object.prototype's members (toString, valueOf), so a
+  // payment would be made without them and nothing said.
+  @Transform(({ obj }: { obj: { metadata?: unknown } }) => obj.metadata, { toClassOnly: true })
   @IsMetadata()
   metadata?: Record<string, string>;
 }
