@@ -4,6 +4,8 @@ import { ReviewIsAState1796100000000 } from './1796100000000-ReviewIsAState';
 import { ProviderEvents1796200000000 } from './1796200000000-ProviderEvents';
 import { MerchantEvents1796300000000 } from './1796300000000-MerchantEvents';
 import { ShardByClient1796400000000 } from './1796400000000-ShardByClient';
+import { LimitsInTheSchema1796500000000 } from './1796500000000-LimitsInTheSchema';
+import { EventsInCommitOrder1796600000000 } from './1796600000000-EventsInCommitOrder';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -13,4 +15,6 @@ export const migrations = [
   ProviderEvents1796200000000,
   MerchantEvents1796300000000,
   ShardByClient1796400000000,
+  LimitsInTheSchema1796500000000,
+  EventsInCommitOrder1796600000000,
 ];

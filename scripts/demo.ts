@@ -373,7 +373,7 @@ class Demo {
         (receiver ? ', and the worker pushes each to its webhook endpoint, signed.' : '; webhooks are off in this run (--webhooks).'),
     );
     this.say.sent('GET /v1/events?limit=100, page after page');
-    const events = await this.listEvents();
+    const events = await this.listEventsOf(this.finals);
     const ours = events.filter((event) => this.finals.get(event.data.object.id) === event.type);
     this.say.got(`${events.length} events; ${ours.length} for the ${this.finals.size} final payments of this run: ${count(ours.map((e) => e.type))}`);
     this.say.check(
@@ -445,6 +445,21 @@ class Demo {
       payment = await this.readPayment(id);
     }
     return payment;
+  }
+
+  /**
+   * The whole list, read again until it shows an event for each of `finals`
+   * or 10 s pass: an event is listed once the writes to the database that
+   * started before its own have ended.
+   */
+  private async listEventsOf(finals: Map<string, string>): Promise<components['schemas']['EventResource'][]> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const events = await this.listEvents();
+      const listed = new Set(events.map((event) => `${event.data.object.id} ${event.type}`));
+      if ([...finals].every(([id, type]) => listed.has(`${id} ${type}`)) || Date.now() > deadline) return events;
+      await delay(POLL_MS);
+    }
   }
 
   private async listEvents(): Promise<components['schemas']['EventResource'][]> {

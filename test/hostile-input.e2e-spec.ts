@@ -71,6 +71,40 @@ describe('hostile and broken input', () => {
     expect(await written()).toBe(0);
   });
 
+  describe('limits counted as Postgres counts them: code points', () => {
+    const heart = '\u2764\ufe0f'; // two code points, one character to the eye
+    const grin = '\u{1f600}'; // one code point, two UTF-16 units
+    const body = (fields: object) => JSON.stringify({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok', ...fields });
+
+    it.each([
+      ['an order id of 40 × ❤️ (80 code points)', { order_id: heart.repeat(40) }, 'order_id'],
+      ['a description of 500 × ❤️ (1,000 code points)', { description: heart.repeat(500) }, 'description'],
+      ['a payment method of 255 × ❤️ (510 code points)', { payment_method: heart.repeat(255) }, 'payment_method'],
+      ['a description of 501 e + U+0301', { description: 'e\u0301'.repeat(251) }, 'description'],
+      ['a metadata value of 251 × ❤️ (502 code points)', { metadata: { note: heart.repeat(251) } }, 'metadata'],
+      ['a metadata key of 21 × ❤️ (42 code points)', { metadata: { [heart.repeat(21)]: 'x' } }, 'metadata'],
+    ])('answers 400 for %s, naming the field, and writes nothing', async (_case, fields, param) => {
+      const res = await postRaw(body(fields));
+
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'parameter_invalid', param });
+      expect(await written()).toBe(0);
+    });
+
+    it('takes every field at its limit, however many UTF-16 units or glyphs that is', async () => {
+      const res = await postRaw(
+        body({
+          order_id: heart.repeat(32),
+          description: grin.repeat(500),
+          metadata: { [grin.repeat(40)]: heart.repeat(250), family: '\u{1f469}\u200d\u{1f469}\u200d\u{1f467}' },
+        }),
+      );
+
+      expect(res.status).toBe(201);
+      expect(res.body).toMatchObject({ order_id: heart.repeat(32), description: grin.repeat(500) });
+    });
+  });
+
   it('answers 400 for a body nested 3,000 levels deep, and writes nothing', async () => {
     const res = await postRaw(`{${ok},"metadata":${'['.repeat(3_000)}${']'.repeat(3_000)}}`);
 

@@ -4,6 +4,7 @@ import createClient from 'openapi-fetch';
 import type { paths } from '../scripts/lib/api-types';
 import { GENERATED, typesFor } from '../scripts/openapi';
 import { useProcessStack } from './support/process-stack';
+import { eventually } from './support/eventually';
 
 jest.setTimeout(30_000);
 
@@ -43,7 +44,10 @@ describe('the OpenAPI document and a client generated from it', () => {
     expect(read.data).toEqual(first.data);
     const listed = await api().GET('/v1/payments', { params: { query: { limit: 1 } } });
     expect(listed.data).toEqual({ object: 'list', data: [first.data], has_more: false });
-    const events = await api().GET('/v1/events', { params: { query: { type: 'payment.succeeded' } } });
+    const events = await eventually(async () => {
+      const listed = await api().GET('/v1/events', { params: { query: { type: 'payment.succeeded' } } });
+      return listed.data?.data.length ? listed : undefined;
+    }, { what: 'the payment’s event in the list' });
     expect(events.data?.data.map((event) => event.data.object)).toEqual([first.data]);
   });
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { rawBodyOf } from './raw-body';
+import { storable } from './unicode';
 
 type BodyProblem = { param: string; message: string };
 
@@ -42,13 +43,6 @@ export function bodyProblem(body: unknown): BodyProblem | undefined {
     }
   }
   return undefined;
-}
-
-/** In a `u` regular expression a surrogate pair is one code point, so \p{Cs} matches only a lone surrogate. */
-const LONE_SURROGATE = /\p{Cs}/u;
-
-function storable(text: string): boolean {
-  return !text.includes('\u0000') && !LONE_SURROGATE.test(text);
 }
 
 /**

@@ -34,6 +34,19 @@ export function errorForLog(error: unknown): Record<string, string | undefined> 
   return { type: typeof error, message: redactSecrets(String(error)) };
 }
 
+/**
+ * errorForLog for an error pino-http has already serialized (its standard
+ * serializer runs first and hands ours a plain object with the stack):
+ * class, code and redacted message, and nothing else.
+ */
+export function serializedErrorForLog(serialized: { type?: unknown; code?: unknown; message?: unknown }): Record<string, string | undefined> {
+  return {
+    type: typeof serialized.type === 'string' ? serialized.type : 'Error',
+    code: typeof serialized.code === 'string' ? serialized.code : undefined,
+    message: redactSecrets(String(serialized.message ?? '')),
+  };
+}
+
 /** Longest client request id kept in a log line. */
 const CLIENT_REQUEST_ID_MAX = 128;
 

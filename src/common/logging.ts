@@ -2,18 +2,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LoggerModule, PinoLogger } from 'nestjs-pino';
 import { type Options, pinoHttp } from 'pino-http';
 import type { AppConfig } from '../config/app-config';
-import { requestForLog } from './log-safety';
+import { requestForLog, serializedErrorForLog } from './log-safety';
 import { requestIdFor } from './request-id';
 
 /** One line per request, tagged with a request id the response also carries. */
-function requestLogOptions(): Options {
+export function requestLogOptions(): Options {
   return {
     // The id common/http-app.ts already sent back in X-Request-Id.
     genReqId: requestIdFor,
     customLogLevel: (_request, response, error) =>
       error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',
     // Never log credentials: no credential header, no key-shaped string in the URL or any header.
-    serializers: { req: requestForLog },
+    // An error is its class, code and message (errorForLog): a stack tells an
+    // operator nothing the request id does not, and lays out the code's paths.
+    serializers: { req: requestForLog, err: serializedErrorForLog },
     autoLogging: { ignore: (request) => request.url?.startsWith('/health') ?? false },
   };
 }

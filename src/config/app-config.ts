@@ -218,6 +218,8 @@ export function loadConfig(env: Env = process.env) {
       deadlineMs: r.int('PROVIDER_DEADLINE_MS', 8_000, 1),
       backoffBaseMs: r.int('PROVIDER_BACKOFF_BASE_MS', 100, 0),
       backoffCapMs: r.int('PROVIDER_BACKOFF_CAP_MS', 1_000, 0),
+      /** The largest answer body read; a charge is a few hundred bytes, so a larger body is not one. */
+      maxBodyBytes: r.int('PROVIDER_MAX_BODY_BYTES', 65_536, 1_024, 16_777_216),
       /** One per API client: each retry spends a token, each first attempt refunds `refund`. */
       retryBudget: {
         capacity: r.int('PROVIDER_RETRY_BUDGET_CAPACITY', 10, 1, 1_000_000),

@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by-client';
 import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../scripts/lib/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
+import { eventually } from '../../test/support/eventually';
 import { ClientsRepository } from '../clients/clients.repository';
 import { loadConfig } from '../config/app-config';
 import { decisionOf } from '../ledger/ledger.service';
@@ -169,7 +170,10 @@ describe('the schema, hash-partitioned by client_id', () => {
     });
 
     await payments.listForClient(as('PaymentsRepository.listForClient'), clientId, { limit: 10, startingAfter: payment.id });
-    const [event] = (await events.listForClient(as('EventsRepository.listForClient'), clientId, { limit: 1, startingAfter: undefined })).events;
+    const event = await eventually(
+      async () => (await events.listForClient(as('EventsRepository.listForClient'), clientId, { limit: 1, startingAfter: undefined })).events[0],
+      { what: 'the event in the list' },
+    );
     await events.findForClient(as('EventsRepository.findForClient'), clientId, event.id);
     await payments.findById(as('PaymentsRepository.findById'), payment.id);
 

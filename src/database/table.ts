@@ -12,7 +12,7 @@
  */
 
 /** The Postgres types the schema uses, by their `udt_name` in information_schema. */
-type PgType = 'text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'json' | 'jsonb' | 'timestamptz';
+type PgType = 'text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'json' | 'jsonb' | 'timestamptz' | 'xid8';
 
 /** A column and the TypeScript type node-postgres reads it as. */
 export interface Column<T> {
@@ -49,6 +49,8 @@ export const col = {
   json: <T>(name: string) => column<T>('json')(name),
   jsonb: <T>(name: string) => column<T>('jsonb')(name),
   timestamptz: (name: string) => column<Date>('timestamptz')(name),
+  /** A 64-bit transaction id; node-postgres reads it as its decimal text. */
+  xid8: (name: string) => column<string>('xid8')(name),
 };
 
 export interface Table<C extends Record<string, Column<unknown>>> {

@@ -51,11 +51,37 @@ describe('Ledger on Postgres', () => {
       { lease: lost.lease, payment: lost.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_2' } },
     ]);
 
-    expect(recorded).toEqual([expect.objectContaining({ response: expect.objectContaining({ status: 201 }) }), undefined]);
+    expect(recorded).toEqual([
+      { status: 'fulfilled', value: expect.objectContaining({ response: expect.objectContaining({ status: 201 }) }) },
+      { status: 'fulfilled', value: undefined },
+    ]);
+    const [first] = recorded;
     expect(await given.paymentById(kept.payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1' });
-    expect(await keyOf(kept.lease)).toMatchObject({ response: recorded[0]!.response, leaseRemainingSeconds: 0 });
+    expect(await keyOf(kept.lease)).toMatchObject({
+      response: first.status === 'fulfilled' ? first.value?.response : 'missing',
+      leaseRemainingSeconds: 0,
+    });
     expect(await given.paymentById(lost.payment.id)).toMatchObject({ status: 'pending' });
     expect(await keyOf(taker)).toMatchObject({ response: undefined });
+  });
+
+  it('lets a payment whose outcome cannot be written fail alone: the others of the batch commit', async () => {
+    const [before, poisoned, after] = [await given.claimed(clientId), await given.claimed(clientId), await given.claimed(clientId)];
+    const declined = { status: 'failed', providerChargeId: 'ch_2', failureCode: 'do_not_honor\u0000', failureMessage: 'x' } as const;
+
+    const recorded = await ledger.recordOutcomes([
+      { lease: before.lease, payment: before.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
+      { lease: poisoned.lease, payment: poisoned.payment, outcome: declined },
+      { lease: after.lease, payment: after.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_3' } },
+    ]);
+
+    expect(recorded.map((settled) => settled.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await given.paymentById(before.payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_1' });
+    expect(await given.paymentById(after.payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_3' });
+    expect(await given.paymentById(poisoned.payment.id)).toMatchObject({ status: 'pending', providerChargeId: null });
+    // Still under the caller's lease, which can postpone it.
+    expect(await ledger.postpone(poisoned.lease, poisoned.payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
+    expect(await given.paymentById(poisoned.payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 1 });
   });
 
   it('sends a payment to review with no answer on its key, the lease released and the re-check scheduled', async () => {

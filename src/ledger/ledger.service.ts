@@ -87,23 +87,46 @@ export class Ledger {
    * job's batch), in one transaction: first the key rows these leases still
    * hold are locked, in key order (two batches that share payments queue
    * rather than deadlock), then each payment is decided by recordOutcome's
-   * statement. Each result is in its item's place: undefined, with nothing
-   * written for that payment, when its lease was lost. One commit instead of
-   * one per payment.
+   * statement. One commit instead of one per payment.
+   *
+   * A bulkhead: when that transaction fails, nothing of it is kept and each
+   * payment is recorded again on its own, so one that cannot be written (an
+   * answer or a row the schema refuses) fails alone and the others commit.
+   * Each result is in its item's place: fulfilled with what recordOutcome
+   * gives (undefined, nothing written, when the lease was lost), or rejected
+   * with the error that payment's own statement met.
    */
-  async recordOutcomes(items: { lease: Lease; payment: Payment; outcome: FinalOutcome }[]): Promise<(Recorded | undefined)[]> {
+  async recordOutcomes(
+    items: { lease: Lease; payment: Payment; outcome: FinalOutcome }[],
+  ): Promise<PromiseSettledResult<Recorded | undefined>[]> {
     if (items.length === 0) return [];
-    return this.dataSource.transaction(async (db) => {
-      const held = await this.keys.lockHeldLeases(
-        db,
-        items.map(({ lease }) => lease),
-      );
-      const recorded: (Recorded | undefined)[] = [];
-      for (const { lease, payment, outcome } of items) {
-        recorded.push(held.has(lease.key) ? await this.recordOutcome(lease, payment, outcome, db) : undefined);
+    if (items.length > 1) {
+      try {
+        const recorded = await this.dataSource.transaction(async (db) => {
+          const held = await this.keys.lockHeldLeases(
+            db,
+            items.map(({ lease }) => lease),
+          );
+          const written: (Recorded | undefined)[] = [];
+          for (const { lease, payment, outcome } of items) {
+            written.push(held.has(lease.key) ? await this.recordOutcome(lease, payment, outcome, db) : undefined);
+          }
+          return written;
+        });
+        return recorded.map((value) => ({ status: 'fulfilled', value }));
+      } catch {
+        // Each payment alone below: the ones that fail again say why.
       }
-      return recorded;
-    });
+    }
+    const settled: PromiseSettledResult<Recorded | undefined>[] = [];
+    for (const { lease, payment, outcome } of items) {
+      try {
+        settled.push({ status: 'fulfilled', value: await this.recordOutcome(lease, payment, outcome) });
+      } catch (reason) {
+        settled.push({ status: 'rejected', reason });
+      }
+    }
+    return settled;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { eventually } from '../../test/support/eventually';
 import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { loadConfig } from '../config/app-config';
 import { isUniqueViolation } from '../database/sql';
@@ -111,7 +112,10 @@ describe('EventsRepository and the outbox on Postgres', () => {
     const third = await given.succeeded(clientId);
     const manager = db.dataSource.manager;
 
-    const all = await given.events.listForClient(manager, clientId, { limit: 10 });
+    const all = await eventually(async () => {
+      const listed = await given.events.listForClient(manager, clientId, { limit: 10 });
+      return listed.events.length === 3 ? listed : undefined;
+    }, { what: 'three events listed' });
     expect(all.events.map((event) => event.paymentId)).toEqual([third.payment.id, payment.id, first.payment.id]);
     expect(all.hasMore).toBe(false);
 
@@ -122,5 +126,49 @@ describe('EventsRepository and the outbox on Postgres', () => {
     const succeeded = await given.events.listForClient(manager, clientId, { limit: 10, type: 'payment.succeeded' });
     expect(succeeded.events.map((event) => event.paymentId)).toEqual([third.payment.id, first.payment.id]);
     expect(await given.events.findForClient(manager, other, all.events[0].id)).toBeUndefined();
+  });
+
+  it('never lets a reader catching up newest-first miss an event whose transaction committed after a later one', async () => {
+    const manager = db.dataSource.manager;
+    const seen: string[] = [];
+    /** A merchant catching up: newest first, page after page, until an event it already has. */
+    const catchUp = async (): Promise<void> => {
+      let startingAfter: string | undefined;
+      for (;;) {
+        const page = await given.events.listForClient(manager, clientId, { limit: 1, startingAfter });
+        for (const event of page.events) {
+          if (seen.includes(event.id)) return;
+          seen.push(event.id);
+        }
+        if (!page.hasMore) return;
+        startingAfter = page.events[page.events.length - 1].id;
+      }
+    };
+    const first = await given.succeeded(clientId);
+    const [firstEvent] = await eventsOf(first.payment.id);
+    await eventually(async () => (await catchUp(), seen.includes(firstEvent.id) || undefined), { what: 'the first event listed' });
+
+    // The earlier transaction writes its event, the later one writes and commits, then the earlier one commits.
+    const early = await given.claimed(clientId);
+    const runner = db.dataSource.createQueryRunner();
+    await runner.startTransaction();
+    try {
+      await ledger.recordOutcome(early.lease, early.payment, { status: 'succeeded', providerChargeId: 'ch_early' }, runner.manager);
+      const late = await given.succeeded(clientId);
+      const [lateEvent] = await eventsOf(late.payment.id);
+      await catchUp();
+      // The later commit is not listed while a transaction that started before it may still add an event below it.
+      expect(seen).not.toContain(lateEvent.id);
+      await runner.commitTransaction();
+      const [earlyEvent] = await eventsOf(early.payment.id);
+
+      await eventually(async () => (await catchUp(), (seen.includes(earlyEvent.id) && seen.includes(lateEvent.id)) || undefined), {
+        what: 'both events caught up',
+      });
+      expect(new Set(seen)).toEqual(new Set([firstEvent.id, earlyEvent.id, lateEvent.id]));
+    } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 });

@@ -10,6 +10,8 @@ export const eventsTable = defineTable('events', {
   /** The payment as it was right after the change, in the API's own shape and field order. */
   data: col.json<{ object: PaymentResource }>('data'),
   createdAt: col.timestamptz('created_at'),
+  /** The transaction that wrote the event: the list's order (see EventsRepository.listForClient). */
+  xactId: col.xid8('xact_id'),
 });
 
 /** A row of the events table: one status change of one payment. */

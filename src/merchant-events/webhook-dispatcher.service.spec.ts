@@ -23,6 +23,7 @@ const event: EventRecord = {
   paymentId: 'pay_1',
   data: { object: toResource(aPayment({ status: 'succeeded' })) },
   createdAt: new Date('2026-11-29T09:00:01Z'),
+  xactId: '1234',
 };
 
 /** A merchant endpoint on loopback answering `status`, keeping what it got. */
@@ -125,6 +126,19 @@ describe('WebhookDispatcher', () => {
       await expect(sut.deliver(CLAIM)).resolves.toBe('failed');
 
       expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/ECONNREFUSED/);
+    });
+
+    it('counts a delivery it cannot sign as a failed attempt, so it reaches its horizon instead of being claimed for ever', async () => {
+      const { sut, deliveries, claimed } = setup();
+      const merchant = await endpoint(204);
+      servers.push(merchant.server);
+      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), secret: 'whsec_!!!' });
+      deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+      expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/^not signed: /);
+      expect(merchant.got).toEqual([]);
     });
 
     it('sends nothing for a claim that was lost, or a delivery already settled', async () => {

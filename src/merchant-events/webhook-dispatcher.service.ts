@@ -4,13 +4,14 @@ import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
 import { CrashPoint } from '../common/crash-point';
-import { postSignedWebhook, signedWebhookRequest } from '../common/signed-webhook';
+import { errorForLog } from '../common/log-safety';
+import { type SignedRequest, postSignedWebhook, signedWebhookRequest } from '../common/signed-webhook';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { Metrics } from '../metrics/metrics';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { toEventResource } from './event';
-import { type DeliveryClaim, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { type ClaimedDelivery, type DeliveryClaim, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WEBHOOKS_QUEUE, WebhookJobName } from './webhooks.constants';
 
 type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
@@ -68,13 +69,7 @@ export class WebhookDispatcher {
     const delivery = await this.deliveries.findClaimed(db, claim);
     if (!delivery) return 'skipped';
     const { timeoutMs, backoffBaseMs, backoffCapMs, retryHorizonHours } = this.config.webhooks;
-    const request = signedWebhookRequest(
-      new Webhook(delivery.secret),
-      delivery.event.id,
-      JSON.stringify(toEventResource(delivery.event)),
-      new Date(),
-    );
-    const failure = await postSignedWebhook(delivery.url, request, { timeoutMs });
+    const failure = await this.send(delivery, timeoutMs);
     this.crashPoint.reach('worker_mid_delivery', { eventId: claim.eventId });
     if (failure === undefined) {
       const committedAt = await this.deliveries.recordDelivered(db, claim);
@@ -100,6 +95,28 @@ export class WebhookDispatcher {
       ...(result === 'retry' && { retryInMs: Math.round(retryInMs) }),
     });
     return result;
+  }
+
+  /**
+   * One signed POST: undefined when the endpoint took it, or why not. A
+   * delivery that cannot even be signed (a secret the signer refuses) is a
+   * failed attempt like any other, recorded and retried to its horizon: were
+   * it thrown, its job would fail and the expired claim be taken again for
+   * ever, without an attempt ever counted.
+   */
+  private async send(delivery: ClaimedDelivery, timeoutMs: number): Promise<string | undefined> {
+    let request: SignedRequest;
+    try {
+      request = signedWebhookRequest(
+        new Webhook(delivery.secret),
+        delivery.event.id,
+        JSON.stringify(toEventResource(delivery.event)),
+        new Date(),
+      );
+    } catch (error) {
+      return `not signed: ${errorForLog(error).message ?? 'unknown error'}`;
+    }
+    return postSignedWebhook(delivery.url, request, { timeoutMs });
   }
 }
 

@@ -197,6 +197,32 @@ describe('PaymentCreationService.create', () => {
     expect(keys.release).toHaveBeenCalledTimes(1);
   });
 
+  it('answers 202 and releases the key when the answer cannot be written, so the payment goes on to reconciliation', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    payments.recordOutcomeUnderLease = jest.fn().mockRejectedValue(Object.assign(new Error('invalid byte sequence'), { code: '22021' }));
+    keys.release = jest.fn().mockResolvedValue(true);
+
+    const reply = await sut.create(command);
+
+    expect(reply.status).toBe(202);
+    expect(JSON.parse(reply.body)).toMatchObject({ status: 'pending' });
+    expect(keys.release).toHaveBeenCalledWith(expect.anything(), expect.objectContaining({ key: 'key-1' }));
+  });
+
+  it('fails the request when even the release cannot be written: Postgres is down, not one answer', async () => {
+    const { sut, keys, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
+    payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    payments.recordOutcomeUnderLease = jest.fn().mockRejectedValue(new Error('Connection terminated'));
+    keys.release = jest.fn().mockRejectedValue(new Error('Connection terminated'));
+
+    await expect(sut.create(command)).rejects.toThrow('Connection terminated');
+  });
+
   it('writes nothing when its lease was taken over, and answers with what the new holder stored', async () => {
     const { sut, keys, payments, provider, command } = setup();
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));

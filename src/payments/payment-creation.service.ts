@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { CrashPoint } from '../common/crash-point';
+import { errorForLog } from '../common/log-safety';
 import type { HttpReply } from '../common/http-reply';
 import { isUniqueViolation } from '../database/sql';
 import { AnswerCache } from '../idempotency/answer-cache';
@@ -217,7 +218,17 @@ export class PaymentCreationService {
     }
     // The retention the statement returns counts from its now(), which is after this.
     const askedAt = performance.now();
-    const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
+    const [written] = await this.ledger.recordOutcomes([{ lease, payment, outcome }]);
+    if (written.status === 'rejected') {
+      // An answer that cannot be written is no answer: the payment stays
+      // pending, its key is released for a retry, and reconciliation's ladder
+      // takes it from there (to review, if it never can be written). Should
+      // Postgres itself be down, the release fails too and the request is a 5xx.
+      this.logger.error({ msg: 'provider answer could not be recorded', paymentId: payment.id, err: errorForLog(written.reason) });
+      await this.keys.release(this.dataSource.manager, lease);
+      return acceptedReply(payment, PENDING_RETRY_AFTER_SECONDS);
+    }
+    const recorded = written.value;
     if (!recorded) return this.answerAfterLostLease(lease);
     if (!recorded.response || recorded.expiresInMs === undefined) {
       return acceptedReply(recorded.payment, IN_REVIEW_RETRY_AFTER_SECONDS);

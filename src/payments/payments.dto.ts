@@ -4,16 +4,16 @@ import {
   IsInt,
   IsOptional,
   IsString,
-  Length,
   Matches,
   Max,
-  MaxLength,
   Min,
   ValidateBy,
   type ValidationOptions,
 } from 'class-validator';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { CodePointLength } from '../common/code-point-length';
 import { PageQueryDto } from '../common/page-query.dto';
+import { codePointLength } from '../common/unicode';
 import { PAYMENT_ID_PATTERN } from './payment';
 
 /** Currencies the provider settles; amounts are in their minor units. */
@@ -22,9 +22,17 @@ const SUPPORTED_CURRENCIES = [
   'MXN', 'NOK', 'NZD', 'PLN', 'SEK', 'SGD', 'USD', 'ZAR',
 ] as const;
 
-const METADATA_MAX_KEYS = 20;
-const METADATA_MAX_KEY_LENGTH = 40;
-const METADATA_MAX_VALUE_LENGTH = 500;
+/**
+ * The limits of a payment's fields, in code points, as the schema's checks
+ * count them (payments_*_check, payments_metadata_check): a value these let
+ * through is one Postgres stores.
+ */
+export const PAYMENT_METHOD_MAX_LENGTH = 255;
+export const ORDER_ID_MAX_LENGTH = 64;
+export const DESCRIPTION_MAX_LENGTH = 500;
+export const METADATA_MAX_KEYS = 20;
+export const METADATA_MAX_KEY_LENGTH = 40;
+export const METADATA_MAX_VALUE_LENGTH = 500;
 
 function IsMetadata(options?: ValidationOptions): PropertyDecorator {
   return ValidateBy(
@@ -39,9 +47,9 @@ function IsMetadata(options?: ValidationOptions): PropertyDecorator {
             entries.every(
               ([key, item]) =>
                 key.length >= 1 &&
-                key.length <= METADATA_MAX_KEY_LENGTH &&
+                codePointLength(key) <= METADATA_MAX_KEY_LENGTH &&
                 typeof item === 'string' &&
-                item.length <= METADATA_MAX_VALUE_LENGTH,
+                codePointLength(item) <= METADATA_MAX_VALUE_LENGTH,
             )
           );
         },
@@ -82,7 +90,7 @@ export class CreatePaymentDto {
   })
   @IsDefined({ message: 'payment_method is required' })
   @IsString({ message: 'payment_method must be a string' })
-  @Length(1, 255, { message: 'payment_method must be 1 to 255 characters' })
+  @CodePointLength(1, PAYMENT_METHOD_MAX_LENGTH, { message: `payment_method must be 1 to ${PAYMENT_METHOD_MAX_LENGTH} characters` })
   payment_method!: string;
 
   @ApiPropertyOptional({
@@ -93,13 +101,13 @@ export class CreatePaymentDto {
   })
   @IsOptional()
   @IsString({ message: 'order_id must be a string' })
-  @Length(1, 64, { message: 'order_id must be 1 to 64 characters' })
+  @CodePointLength(1, ORDER_ID_MAX_LENGTH, { message: `order_id must be 1 to ${ORDER_ID_MAX_LENGTH} characters` })
   order_id?: string;
 
-  @ApiPropertyOptional({ maxLength: 500 })
+  @ApiPropertyOptional({ maxLength: DESCRIPTION_MAX_LENGTH })
   @IsOptional()
   @IsString({ message: 'description must be a string' })
-  @MaxLength(500, { message: 'description must be at most 500 characters' })
+  @CodePointLength(0, DESCRIPTION_MAX_LENGTH, { message: `description must be at most ${DESCRIPTION_MAX_LENGTH} characters` })
   description?: string;
 
   @ApiPropertyOptional({

@@ -21,6 +21,45 @@ describe('PaymentsRepository on Postgres', () => {
   const payments = () => given.payments;
   const manager = () => db.dataSource.manager;
 
+  describe('the limits the API states, backed by the schema in code points', () => {
+    const set = (paymentId: string, assignment: string) =>
+      db.dataSource.query(`UPDATE payments SET ${assignment} WHERE id = $1`, [paymentId]);
+
+    it.each([
+      ['payments_payment_method_check', `payment_method = repeat(U&'\\2764\\FE0F', 128)`],
+      ['payments_description_check', `description = repeat('x', 501)`],
+      ['payments_order_id_check', `order_id = repeat(U&'\\2764\\FE0F', 33)`],
+      ['payments_metadata_check', `metadata = jsonb_build_object(repeat('k', 41), 'v')`],
+      ['payments_metadata_check', `metadata = jsonb_build_object('k', repeat('v', 501))`],
+      ['payments_metadata_check', `metadata = '{"k": 1}'`],
+      ['payments_metadata_check', `metadata = '["v"]'`],
+      ['payments_metadata_check', `metadata = (SELECT jsonb_object_agg('k' || i, 'v') FROM generate_series(1, 21) i)`],
+      ['payments_provider_charge_id_check', `provider_charge_id = ''`],
+      ['payments_failure_code_check', `failure_code = repeat('x', 101)`],
+    ])('%s refuses %s', async (constraint, assignment) => {
+      const { payment } = await given.claimed(clientId);
+
+      const error: unknown = await set(payment.id, assignment).catch((thrown: unknown) => thrown);
+
+      expect(error).toBeInstanceOf(QueryFailedError);
+      expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
+    });
+
+    it('takes every field at its limit', async () => {
+      const { payment } = await given.claimed(clientId);
+
+      await set(
+        payment.id,
+        `payment_method = repeat(U&'\\+01F600', 255), description = repeat(U&'\\2764\\FE0F', 250),
+         order_id = repeat(U&'\\2764\\FE0F', 32),
+         metadata = (SELECT jsonb_object_agg(repeat(U&'\\+01F600', 39) || i, repeat('v', 500)) FROM generate_series(1, 9) i),
+         provider_charge_id = repeat('c', 255), failure_code = repeat('f', 100)`,
+      );
+
+      expect(await given.paymentById(payment.id)).toMatchObject({ orderId: '\u2764\ufe0f'.repeat(32) });
+    });
+  });
+
   it('inserts a pending payment and reads it back in the record’s shape', async () => {
     const { payment } = await given.claimed(clientId, 'k1', 'ord_1');
 

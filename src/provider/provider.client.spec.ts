@@ -286,6 +286,32 @@ describe('ProviderClient.createCharge', () => {
     expect(logs.error).toHaveBeenCalledTimes(1);
   });
 
+  it('treats a decline the database cannot store (U+0000 in failure_code) as unknown, never as a decline', async () => {
+    const poisoned = { ...CHARGE, status: 'failed', failure_code: 'do_not_honor\u0000' };
+    const client = clientFor(config(await startProvider(reply(201, poisoned))), fakeTime().deps);
+    const result = await client.createCharge(INPUT, A);
+    expect(result).toMatchObject({ kind: 'unknown', gaveUp: 'not_retryable', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a malformed charge/);
+  });
+
+  it('reads no more of an answer than PROVIDER_MAX_BODY_BYTES, with or without a Content-Length', async () => {
+    const padded = JSON.stringify({ ...CHARGE, padding: 'x'.repeat(4_096) });
+    const chunked: Step = (_req, res) => {
+      res.writeHead(201, { 'Content-Type': 'application/json' });
+      res.write(padded.slice(0, 100));
+      res.end(padded.slice(100));
+    };
+    const url = await startProvider(reply(201, padded), chunked, reply(200, padded));
+    const client = clientFor(config(url, { PROVIDER_MAX_BODY_BYTES: '2048' }), fakeTime().deps);
+    for (const call of [() => client.createCharge(INPUT, A), () => client.createCharge(INPUT, A)]) {
+      const result = await call();
+      expect(result).toMatchObject({ kind: 'unknown', gaveUp: 'not_retryable', attempts: 1 });
+      expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a body over 2048 bytes/);
+    }
+    const roomy = clientFor(config(url, { PROVIDER_MAX_BODY_BYTES: '8192' }), fakeTime().deps);
+    await expect(roomy.getCharge(INPUT.providerKey, A)).resolves.toMatchObject({ kind: 'found', charge: CHARGE });
+  });
+
   it('treats a 2xx with invalid JSON as unknown', async () => {
     const client = clientFor(config(await startProvider(reply(201, '{"id":'))), fakeTime().deps);
     await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'unknown', attempts: 1 });

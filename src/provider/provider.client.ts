@@ -259,17 +259,18 @@ export class ProviderClient {
   }
 
   private async readCharge<T>(response: Response, answer: (charge: ProviderCharge) => T): Promise<Attempt<T>> {
-    const text = await response.text();
-    const charge = parseProviderCharge(parseJson(text));
+    const { maxBodyBytes } = this.config.provider;
+    const text = await textWithin(response, maxBodyBytes);
+    const charge = text === undefined ? undefined : parseProviderCharge(parseJson(text));
     if (charge) return { value: answer(charge) };
-    const reason = `HTTP ${response.status} with a malformed charge: ${snippet(text) || '(empty body)'}`;
-    return { failure: { rule: ruleFor('malformed body'), reason } };
+    const body = text === undefined ? `a body over ${maxBodyBytes} bytes` : `a malformed charge: ${snippet(text) || '(empty body)'}`;
+    return { failure: { rule: ruleFor('malformed body'), reason: `HTTP ${response.status} with ${body}` } };
   }
 
   private async statusFailure(response: Response): Promise<AttemptFailure> {
     const rule = classifyStatus(response.status);
     // The status already decides; the body only helps the log line.
-    const text = await response.text().catch(() => '');
+    const text = (await textWithin(response, this.config.provider.maxBodyBytes).catch(() => '')) ?? '';
     return {
       rule,
       reason: `HTTP ${response.status}${text ? ` ${snippet(text)}` : ''}`,
@@ -308,6 +309,28 @@ export class ProviderClient {
     else this.logger.warn(entry);
     return { kind: 'unknown', gaveUp, reason, attempts };
   }
+}
+
+/**
+ * The body as text, or undefined when it is longer than `maxBytes`: no more
+ * than that is ever read or held, whatever Content-Length says (a body may
+ * have none, or lie). Decoded as Response.text() does.
+ */
+async function textWithin(response: Response, maxBytes: number): Promise<string | undefined> {
+  if (Number(response.headers.get('content-length')) > maxBytes) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  if (!response.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  // Leaving the loop early cancels the stream, so the rest is never read.
+  for await (const chunk of response.body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function parseJson(text: string): unknown {

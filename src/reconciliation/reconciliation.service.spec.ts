@@ -528,10 +528,61 @@ describe('ReconciliationService', () => {
         delayMs: expect.any(Number),
         countAttempt: true,
       });
-      expect(keys.lockHeldLeases).toHaveBeenCalledWith(db, [lease(1)]);
-      expect(payments.recordOutcomeUnderLease.mock.calls.map(([, , payment]) => payment.id)).toEqual(['pay_2']);
-      // The postponement is one statement of its own; only the batch's final answers share a transaction.
+      // One final answer is one statement: no transaction around it, no locks taken first.
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([manager, held, payment]) => [manager, held, payment.id])).toEqual([
+        [db, lease(1), 'pay_2'],
+      ]);
+      expect(dataSource.transaction).not.toHaveBeenCalled();
+    });
+
+    /** The decision statement, failing as Postgres does for the payment named (22021: U+0000 in text) and recording the others. */
+    const refusesOutcomeOf = (payments: ReturnType<typeof setup>['payments'], refusedId: string) => {
+      const records = recordsOutcomes();
+      payments.recordOutcomeUnderLease = jest.fn(async (...args: Parameters<typeof records>) => {
+        if (args[2].id === refusedId) throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
+        return records(...args);
+      });
+    };
+
+    it('records the others when one final answer cannot be written, and counts an attempt for that one', async () => {
+      const { sut, db, keys, payments, provider, dataSource, postpones } = setup();
+      const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }), aPayment({ id: 'pay_3' }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      refusesOutcomeOf(payments, 'pay_2');
+      postpones();
+      keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ settled: 2, postponed: 1 });
+
+      // The batch's transaction failed as a whole; each payment was then recorded alone.
       expect(dataSource.transaction).toHaveBeenCalledTimes(1);
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([, , payment]) => payment.id)).toEqual([
+        'pay_1', 'pay_2', 'pay_1', 'pay_2', 'pay_3',
+      ]);
+      expect(payments.postponeUnderLease).toHaveBeenCalledTimes(1);
+      expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, lease(1), expect.objectContaining({ id: 'pay_2' }), {
+        delayMs: expect.any(Number),
+        countAttempt: true,
+      });
+    });
+
+    it('sends a payment whose answer never can be written to review at the end of the ladder', async () => {
+      const { sut, keys, payments, provider } = setup({ RECONCILE_MAX_ATTEMPTS: '3' });
+      takesBatch(keys, aPayment({ id: 'pay_1', reconcileAttempts: 2 }));
+      provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+      const records = recordsOutcomes();
+      payments.recordOutcomeUnderLease = jest.fn(async (...args: Parameters<typeof records>) => {
+        if (args[3].outcome.status !== 'requires_review') throw new Error('invalid byte sequence for encoding "UTF8": 0x00');
+        return records(...args);
+      });
+
+      expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ requires_review: 1, skipped: 2 });
+
+      expect(payments.recordOutcomeUnderLease.mock.calls.map(([, , , decision]) => decision.outcome.status)).toEqual([
+        'succeeded',
+        'requires_review',
+      ]);
+      expect(payments.recordOutcomeUnderLease.mock.calls[1][3].outcome).toMatchObject({ failureCode: 'reconciliation_exhausted' });
     });
 
     it('asks nothing and writes nothing when it took no payment', async () => {

@@ -8,6 +8,7 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
+import { errorForLog } from '../common/log-safety';
 import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
 import { type HeldLease, Ledger, type Recorded, heldSince } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
@@ -165,7 +166,8 @@ export class ReconciliationService {
     const payment = await this.ledger.undecidedPayment(ref);
     const step = await this.step(lease, payment);
     if ('done' in step) return step.done;
-    return this.reconciled(payment, step.decide, await this.ledger.recordOutcome(lease, payment, step.decide));
+    const [recorded] = await this.ledger.recordOutcomes([{ lease, payment, outcome: step.decide }]);
+    return this.reconciled(lease, payment, step.decide, recorded);
   }
 
   /**
@@ -174,9 +176,10 @@ export class ReconciliationService {
    * payment paid once: one statement takes the leases of those still due and
    * reads them (takeOverDueLeases, one token for all), the provider is asked
    * about each in turn, and the final answers are recorded together in one
-   * transaction (Ledger.recordOutcomes). What is not final is written at once,
-   * payment by payment, as `reconcile` does. A payment not taken (decided,
-   * leased or postponed since its sweep) is skipped.
+   * transaction (Ledger.recordOutcomes), or each alone if that fails, so a
+   * payment whose answer cannot be written holds back no other. What is not
+   * final is written at once, payment by payment, as `reconcile` does. A
+   * payment not taken (decided, leased or postponed since its sweep) is skipped.
    *
    * Returns how many payments came to each result.
    */
@@ -194,7 +197,9 @@ export class ReconciliationService {
       else decided.push({ lease, payment, outcome: step.decide });
     }
     const recorded = await this.ledger.recordOutcomes(decided);
-    decided.forEach(({ payment, outcome }, index) => results.push(this.reconciled(payment, outcome, recorded[index])));
+    for (const [index, { lease, payment, outcome }] of decided.entries()) {
+      results.push(await this.reconciled(lease, payment, outcome, recorded[index]));
+    }
     const counts: Partial<Record<ReconcileResult, number>> = {};
     for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
     return counts;
@@ -221,9 +226,23 @@ export class ReconciliationService {
     }
   }
 
-  /** What recording a final answer came to; undefined when the lease was lost, and nothing was written. */
-  private reconciled(payment: Payment, outcome: FinalOutcome, recorded: Recorded | undefined): ReconcileResult {
-    if (!recorded) return 'skipped';
+  /**
+   * What recording a final answer came to: undefined when the lease was
+   * lost, and nothing was written. An answer whose write failed for this
+   * payment is no answer: the attempt counts, the payment climbs the ladder
+   * like any unknown outcome and so reaches review if it never can be written.
+   */
+  private async reconciled(
+    lease: Lease,
+    payment: Payment,
+    outcome: FinalOutcome,
+    recorded: PromiseSettledResult<Recorded | undefined>,
+  ): Promise<ReconcileResult> {
+    if (recorded.status === 'rejected') {
+      this.logger.error({ msg: 'provider answer could not be recorded', paymentId: payment.id, err: errorForLog(recorded.reason) });
+      return this.postpone(lease, payment);
+    }
+    if (!recorded.value) return 'skipped';
     this.logger.log({ msg: 'payment reconciled', paymentId: payment.id, status: outcome.status });
     return outcome.status === 'requires_review' ? 'requires_review' : 'settled';
   }
@@ -308,10 +327,14 @@ export class ReconciliationService {
     if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(lease, payment);
     const outcome = lookup.kind === 'found' ? outcomeOfCharge(lookup.charge, payment) : undefined;
     if (outcome && outcome.status !== 'requires_review') {
-      const recorded = await this.ledger.recordOutcome(lease, payment, outcome);
-      if (!recorded) return 'skipped';
-      this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
-      return 'settled';
+      const [recorded] = await this.ledger.recordOutcomes([{ lease, payment, outcome }]);
+      if (recorded.status === 'fulfilled') {
+        if (!recorded.value) return 'skipped';
+        this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
+        return 'settled';
+      }
+      // Left in review for the next re-check, as an answer that is not final is.
+      this.logger.error({ msg: 'provider answer could not be recorded', paymentId: payment.id, err: errorForLog(recorded.reason) });
     }
     const { reviewRecheckIntervalMs, reviewRecheckHorizonHours } = this.config.reconcile;
     // updated_at is when the payment went to review: nothing else writes it until it leaves.
