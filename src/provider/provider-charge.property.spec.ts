@@ -143,9 +143,11 @@ describe('parseProviderCharge, for any body', () => {
     const poison = fc.constantFrom('\u0000', '\ud800', '\udfff', '\udc00\ud800');
     fc.assert(
       fc.property(wellFormed, poison, fc.constantFrom('id', 'failure_code'), fc.nat(), (charge, bad, field, at) => {
-        const text = charge[field] ?? 'do_not_honor';
-        const cut = at % (text.length + 1);
-        expect(parseProviderCharge({ ...charge, [field]: `${text.slice(0, cut)}${bad}${text.slice(cut)}` })).toBeUndefined();
+        // Put between two code points: inside a surrogate pair, '\udc00\ud800' would make two whole pairs.
+        const points = [...(charge[field] ?? 'do_not_honor')];
+        const cut = at % (points.length + 1);
+        const poisoned = `${points.slice(0, cut).join('')}${bad}${points.slice(cut).join('')}`;
+        expect(parseProviderCharge({ ...charge, [field]: poisoned })).toBeUndefined();
       }),
     );
   });
