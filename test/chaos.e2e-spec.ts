@@ -2,11 +2,20 @@ import { runChaos, shortChaosArgs, verdictOf } from './support/chaos-run';
 
 /** A run's own budget, past which jest gives up on it. */
 const SPEC_TIMEOUT_MS = 175_000;
+/**
+ * Share of the provider's 2xx charge answers that lie in their body (U+0000,
+ * a lone surrogate, an over-long failure_code, a wrong type, a missing field,
+ * not JSON, cut short), the charge recorded as usual (issue 23): modest, so
+ * that it tests what an unusable answer does to a payment (an unknown
+ * outcome, settled by reconciliation) without drowning the other faults.
+ */
+const POISON_RATE = '0.05';
 
 /**
  * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
- * two workers and the provider failing 30 % of its calls, crashes, a Redis
- * flush and a fast and an immediate Postgres restart under retrying clients,
+ * two workers and the provider failing 30 % of its calls and poisoning 5 % of
+ * its 2xx charge answers, crashes, a Redis flush and a fast and an immediate
+ * Postgres restart under retrying clients,
  * every merchant's endpoint failing or holding some first attempts, then the
  * audit and the count of events delivered. Its own redis-server and Postgres cluster: nothing here
  * touches what the other e2e files use.
@@ -15,7 +24,7 @@ describe('npm run chaos (short)', () => {
   it(
     'ends with every payment terminal, none lost, none charged twice, every event delivered under one webhook-id, and exit code 0',
     async () => {
-      const run = await runChaos(shortChaosArgs('payments_chaos_e2e'));
+      const run = await runChaos(shortChaosArgs('payments_chaos_e2e', ['--poison-rate', POISON_RATE]));
       const summary = verdictOf(run) as Record<string, unknown> & {
         faults: Record<string, number>;
         answers: Record<string, number>;
@@ -28,6 +37,8 @@ describe('npm run chaos (short)', () => {
         orphan_charges: 0,
         lost: 0,
         non_terminal: 0,
+        // None left open by the reconciliation ladder when the drain ended, poisoned answers included.
+        pending_after_drain: 0,
         events_missing: 0,
         events_split: 0,
         violations: {

@@ -48,7 +48,7 @@ function sut(
   audit: AuditReport = cleanAudit(),
   outages: Outage[] = [],
 ) {
-  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, merchantEvents: NO_EVENTS, maxExamples: 2 });
+  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, pendingAfterDrain: [], merchantEvents: NO_EVENTS, maxExamples: 2 });
 }
 
 const NO_EVENTS: MerchantEventsInput = { payments: [], events: [], endpoints: [] };
@@ -82,6 +82,7 @@ describe('judge', () => {
       orphan_charges: 0,
       lost: 0,
       non_terminal: 0,
+      pending_after_drain: 0,
       max_ms_to_terminal: 900,
       requires_review: 1,
       requires_review_charged: 0,
@@ -163,6 +164,23 @@ describe('judge', () => {
     expect(verdict).toMatchObject({ ok: false, non_terminal: 1, max_ms_to_terminal: 300 });
   });
 
+  it('fails a run in which a payment was still pending when the drain ended, even if it settled during the wait for events', () => {
+    const verdict = judge({
+      exchanges: [],
+      payments: [paid('pay_1'), paid('pay_2', 90_000)],
+      keys: [],
+      audit: cleanAudit(),
+      outages: [],
+      unexpectedExits: 0,
+      pendingAfterDrain: ['pay_2'],
+      merchantEvents: NO_EVENTS,
+      maxExamples: 2,
+    });
+
+    expect(verdict).toMatchObject({ ok: false, non_terminal: 0, pending_after_drain: 1 });
+    expect(verdict.examples?.pending_after_drain).toEqual([{ payment_id: 'pay_2' }]);
+  });
+
   it('flags a final answer the ledger contradicts', () => {
     const verdict = sut(
       [exchange('k1', [created('pay_1')])],
@@ -215,6 +233,7 @@ describe('judge', () => {
       audit: cleanAudit(),
       outages: [],
       unexpectedExits: 1,
+      pendingAfterDrain: [],
       merchantEvents: NO_EVENTS,
       maxExamples: 2,
     });
@@ -302,6 +321,7 @@ describe('judge', () => {
         audit: cleanAudit(),
         outages: [],
         unexpectedExits: 0,
+        pendingAfterDrain: [],
         merchantEvents,
         maxExamples: 2,
       });

@@ -78,6 +78,12 @@ interface VerdictInput {
   outages: readonly Outage[];
   /** APIs and workers that exited without being killed: no fault may bring one down. */
   unexpectedExits: number;
+  /**
+   * Payments still pending when the drain's deadline passed, read then: the
+   * reconciliation ladder must have settled every one by then, so a payment
+   * settled only later (during the events' wait) still counts.
+   */
+  pendingAfterDrain: readonly string[];
   merchantEvents: MerchantEventsInput;
   maxExamples: number;
 }
@@ -89,7 +95,10 @@ interface Verdict {
   double_charges: number;
   orphan_charges: number;
   lost: number;
+  /** Pending at the end of the run. */
   non_terminal: number;
+  /** Pending when the drain's deadline passed: the reconciliation ladder left them open. */
+  pending_after_drain: number;
   max_ms_to_terminal: number;
   requires_review: number;
   /** Of those, the ones whose charge succeeded after all: a person will refund or confirm them. */
@@ -264,6 +273,7 @@ export function judge(input: VerdictInput): Verdict {
   for (const [kind, found] of Object.entries(audited)) {
     if (found.examples.length > 0) examples[`audit ${kind}`] = found.examples.slice(0, input.maxExamples);
   }
+  for (const paymentId of input.pendingAfterDrain) note('pending_after_drain', { payment_id: paymentId });
   const auditViolations = Object.values(audited).reduce((sum, found) => sum + found.count, 0);
   const doubleCharges = audited.double_charge.count + audited.order_charged_twice.count + keysChargedTwice;
   const merchantEvents = judgeMerchantEvents(input.merchantEvents, note);
@@ -286,6 +296,7 @@ export function judge(input: VerdictInput): Verdict {
     orphan_charges: audited.orphan_charge.count,
     lost,
     non_terminal: byStatus.pending,
+    pending_after_drain: input.pendingAfterDrain.length,
     max_ms_to_terminal: Math.round(maxMsToTerminal),
     requires_review: byStatus.requires_review,
     requires_review_charged: input.audit.requires_review_charged,
@@ -299,6 +310,7 @@ export function judge(input: VerdictInput): Verdict {
       audited.orphan_charge.count === 0 &&
       lost === 0 &&
       byStatus.pending === 0 &&
+      input.pendingAfterDrain.length === 0 &&
       merchantEvents.missing === 0 &&
       merchantEvents.split === 0 &&
       Object.values(violations).every((count) => count === 0),

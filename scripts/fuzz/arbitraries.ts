@@ -102,6 +102,52 @@ const resource: fc.Arbitrary<Resource> = fc.constantFrom('payments', 'payments',
 /** One UTF-16 code unit from the surrogate range: a lone surrogate once on its own. */
 const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit));
 
+/**
+ * Text whose length depends on what is counted, each unit with its code
+ * points, UTF-16 units and graphemes: ❤️ (U+2764 U+FE0F: 2, 2, 1; and 1 for
+ * validator.js's isLength, which drops variation selectors), the family
+ * 👩‍👩‍👧 (an emoji ZWJ sequence: 5, 8, 1), the astral 𝒜 and 😀 (1, 2, 1),
+ * and e + U+0301, a combining acute (2, 2, 1). The service counts every
+ * limit in code points, as Postgres' length() does.
+ */
+export const TEXT_UNITS = ['\u2764\ufe0f', '\u{1F469}\u200d\u{1F469}\u200d\u{1F467}', '\u{1D49C}', '\u{1F600}', 'e\u0301'] as const;
+
+/** The ways a length is counted, one of which is the service's (code points); a string near a limit in each is drawn. */
+export const TEXT_MEASURES: Record<string, (text: string) => number> = {
+  codePoints: (text) => [...text].length,
+  utf16Units: (text) => text.length,
+  graphemes: (text) => [...new Intl.Segmenter().segment(text)].length,
+  // validator.js's isLength, behind class-validator's Length and MaxLength.
+  validatorJs: (text) => text.length - (text.match(/[\ufe0e\ufe0f]/g)?.length ?? 0) - (text.match(/[\ud800-\udbff][\udc00-\udfff]/g)?.length ?? 0),
+};
+
+const codePointsOf = (text: string) => [...text].length;
+
+/**
+ * Strings on either side of a limit of `limit` code points (and of `min`,
+ * when it is above 0): one unit of TEXT_UNITS repeated to sit at the limit,
+ * one short or one over, as each measure counts it (so 32 and 33 × ❤️ for
+ * 64, where validator.js sees 32 and 33, and 63 to 65 × ❤️, which it sees
+ * within 64 and Postgres sees as 126 to 130); ❤️ at half the limit, one
+ * more, and 5/8 of it (32, 33, 40 for 64; 250, 251, 313 for 500); the limit
+ * reached exactly in code points with ASCII before the units, ±1; and short
+ * strings mixing every unit.
+ */
+export function nearLimit(limit: number, min = 0): fc.Arbitrary<string> {
+  const unit = fc.constantFrom(...TEXT_UNITS);
+  return fc.oneof(
+    fc
+      .tuple(unit, fc.constantFrom(...Object.values(TEXT_MEASURES)), fc.integer({ min: -1, max: 1 }))
+      .map(([one, measure, step]) => one.repeat(Math.max(1, Math.floor(limit / measure(one)) + step))),
+    fc.constantFrom(Math.floor(limit / 2), Math.floor(limit / 2) + 1, Math.ceil((limit * 5) / 8)).map((count) => '\u2764\ufe0f'.repeat(count)),
+    fc.tuple(unit, fc.integer({ min: -1, max: 1 })).map(([one, step]) => {
+      const count = Math.floor(limit / codePointsOf(one));
+      return `${'a'.repeat(Math.max(0, limit - count * codePointsOf(one) + step))}${one.repeat(count)}`;
+    }),
+    fc.array(fc.constantFrom(...TEXT_UNITS, 'a', 'é'), { minLength: Math.max(1, min), maxLength: 8 }).map((units) => units.join('')),
+  );
+}
+
 /** Strings that JSON carries and the service must refuse or store: control characters, U+0000, lone surrogates, any code point. */
 const hostileString = fc.oneof(
   fc.string({ maxLength: 40 }),
@@ -109,6 +155,7 @@ const hostileString = fc.oneof(
   fc.string({ unit: fc.oneof(loneSurrogate, fc.constantFrom('\u0000', '\u0001', '\u007f', '\u2028', '\ufeff', '\uffff', 'a')), maxLength: 8 }),
   fc.constantFrom('', ' ', '\u0000', 'pm_card_ok\u0000', '\ud800', '\udc00x', '\ud83d\ude00', '%00', '../../etc/passwd', "'; DROP TABLE payments; --"),
   fc.integer({ min: 0, max: 70_000 }).map((length) => 'x'.repeat(length)),
+  fc.array(fc.constantFrom(...TEXT_UNITS, '\ufe0f', '\u200d', '\u0301'), { maxLength: 8 }).map((units) => units.join('')),
 );
 
 /** JSON texts for one value, most of them ones the contract refuses. */
@@ -154,10 +201,17 @@ const validPairs: fc.Arbitrary<Pairs> = fc
     {
       amount: fc.oneof(fc.integer({ min: 1, max: 99_999_999 }), fc.constantFrom(1, 500, 99_999_999)),
       currency: fc.constantFrom(...CURRENCIES),
-      payment_method: fc.oneof({ arbitrary: fc.constantFrom(...CARDS), weight: 4 }, { arbitrary: fc.string({ minLength: 1, maxLength: 60 }), weight: 1 }),
-      order_id: fc.constantFrom(...ORDER_POOL),
-      description: fc.string({ unit: 'grapheme', maxLength: 80 }),
-      metadata: fc.dictionary(fc.string({ minLength: 1, maxLength: 40 }), fc.string({ maxLength: 60 }), { maxKeys: 4 }),
+      payment_method: fc.oneof(
+        { arbitrary: fc.constantFrom(...CARDS), weight: 8 },
+        { arbitrary: fc.string({ minLength: 1, maxLength: 60 }), weight: 2 },
+        { arbitrary: nearLimit(255, 1), weight: 1 },
+      ),
+      order_id: fc.oneof({ arbitrary: fc.constantFrom(...ORDER_POOL), weight: 4 }, { arbitrary: nearLimit(64, 1), weight: 1 }),
+      description: fc.oneof({ arbitrary: fc.string({ unit: 'grapheme', maxLength: 80 }), weight: 3 }, { arbitrary: nearLimit(500), weight: 1 }),
+      metadata: fc.oneof(
+        { arbitrary: fc.dictionary(fc.string({ minLength: 1, maxLength: 40 }), fc.string({ maxLength: 60 }), { maxKeys: 4 }), weight: 3 },
+        { arbitrary: fc.dictionary(nearLimit(40, 1), nearLimit(500), { minKeys: 1, maxKeys: 2 }), weight: 1 },
+      ),
     },
     { requiredKeys: ['amount', 'currency', 'payment_method'] },
   )
@@ -173,6 +227,24 @@ const TEMPLATES: Pairs[] = [
 ];
 
 const FIELDS = ['amount', 'currency', 'payment_method', 'order_id', 'description', 'metadata'];
+
+/**
+ * A template whose one text field (order_id, description, payment_method, a
+ * metadata key or value) is near its limit in code points: a body the
+ * contract accepts or refuses on that field alone, with a 400 naming it.
+ */
+export const nearLimitPairs: fc.Arbitrary<Pairs> = fc
+  .tuple(
+    fc.constantFrom(...TEMPLATES),
+    fc.oneof(
+      nearLimit(64, 1).map((value): [string, unknown] => ['order_id', value]),
+      nearLimit(500).map((value): [string, unknown] => ['description', value]),
+      nearLimit(255, 1).map((value): [string, unknown] => ['payment_method', value]),
+      nearLimit(40, 1).map((key): [string, unknown] => ['metadata', { [key]: 'v' }]),
+      nearLimit(500).map((value): [string, unknown] => ['metadata', { cart: value }]),
+    ),
+  )
+  .map(([template, [field, value]]) => [...template.filter(([key]) => key !== field), [field, JSON.stringify(value)]]);
 
 type Mutation = (pairs: Pairs) => Pairs;
 
@@ -351,8 +423,8 @@ const framing = fc.oneof(
   { arbitrary: fc.constant<'chunked'>('chunked'), weight: 1 },
 );
 
-/** POST /v1/payments with a payment that is valid, nearly valid, or anything but. */
-const createRequest: fc.Arbitrary<FuzzRequest> = fc
+/** POST /v1/payments with a payment that is valid, nearly valid, or anything but, and any headers. */
+const anyCreateRequest: fc.Arbitrary<FuzzRequest> = fc
   .record({ as: who, auth, keys: idempotencyKeyHeaders, types: contentType, encoding: contentEncoding, extra: extraHeaders, body: paymentBody, framing })
   .map(({ as, auth: credentials, keys, types, encoding, extra, body, framing: frame }): FuzzRequest => ({
     ...base('create'),
@@ -369,6 +441,34 @@ const createRequest: fc.Arbitrary<FuzzRequest> = fc
     body,
     framing: frame,
   }));
+
+/** The Idempotency-Key of a limit probe starts so: properties.ts judges its answer by the field near its limit. */
+export const LIMIT_PROBE_KEY_PREFIX = 'fuzz-limit-';
+
+/**
+ * A create whose only doubt is one text field near its limit (nearLimitPairs):
+ * the client's own key, a fresh Idempotency-Key, JSON in UTF-8. Such a body
+ * reaches validation and, when accepted, the database, where a length counted
+ * otherwise than in code points would fail a check: a 500 the properties catch,
+ * as they catch a 400 that does not name the field, or a value within its
+ * limit refused (see limitProbeProblems).
+ */
+const nearLimitCreateRequest: fc.Arbitrary<FuzzRequest> = fc
+  .record({ as: who, key: fc.uuid(), pairs: nearLimitPairs })
+  .map(({ as, key, pairs }): FuzzRequest => ({
+    ...base('create'),
+    as,
+    method: 'POST',
+    target: { kind: 'literal', target: '/v1/payments' },
+    auth: { kind: 'bearer', credential: 'own', scheme: 'Bearer', gap: ' ', tail: '' },
+    headers: [['Idempotency-Key', `${LIMIT_PROBE_KEY_PREFIX}${key}`], ['Content-Type', 'application/json']],
+    body: { kind: 'text', text: joinPairs(pairs, ''), encoding: 'utf8' },
+  }));
+
+const createRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
+  { arbitrary: anyCreateRequest, weight: 8 },
+  { arbitrary: nearLimitCreateRequest, weight: 1 },
+);
 
 const limitValue = fc.oneof(
   fc.integer({ min: 1, max: 100 }).map(String),

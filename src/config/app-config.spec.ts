@@ -65,6 +65,12 @@ describe('loadConfig', () => {
     expect(config.reconcile.maxAttempts).toBe(5);
   });
 
+  it('reads PROVIDER_POISON_RATE beside PROVIDER_FAILURE_RATE, 0 by default', () => {
+    expect(loadConfig({}).mockProvider.poisonRate).toBe(0);
+    expect(loadConfig({ PROVIDER_POISON_RATE: '0.05' }).mockProvider.poisonRate).toBe(0.05);
+    expect(loadConfig({ PROVIDER_POISON_RATE: '1' }).mockProvider.poisonRate).toBe(1);
+  });
+
   it('refuses an endpoint share that leaves no send for the other endpoints', () => {
     expect(() => loadConfig({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '4' })).toThrow(
       'Invalid configuration: WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY (4) (got "4")',
@@ -79,6 +85,9 @@ describe('loadConfig', () => {
     ['DATABASE_URL', 'mysql://localhost/payments'],
     ['REDIS_URL', 'http://localhost:6379'],
     ['PROVIDER_FAILURE_RATE', '1.5'],
+    ['PROVIDER_POISON_RATE', '1.01'],
+    ['PROVIDER_POISON_RATE', '-0.1'],
+    ['PROVIDER_POISON_RATE', 'some'],
     ['LOG_LEVEL', 'loud'],
     ['QUEUE_PREFIX', 'a b'],
     ['DATABASE_DIRECT_URL', 'redis://localhost:6379'],
