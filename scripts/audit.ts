@@ -6,7 +6,7 @@ import { bullConnection } from '../src/common/redis-client';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
-import type { PaymentStatus } from '../src/payments/payment';
+import type { PaymentStatus } from '../src/ledger/payments.table';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from '../src/reconciliation/reconciliation.constants';
 import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-audit';
 

@@ -8,7 +8,7 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
-import { IdempotencyRepository } from '../src/idempotency/idempotency.repository';
+import { IdempotencyRepository } from '../src/ledger/idempotency.repository';
 import { type Agreement, checkAgreement } from './bench/agreement';
 import { type Analyzer, keepStatisticsCurrent } from './bench/analyzer';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';

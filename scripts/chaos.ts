@@ -6,7 +6,7 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
-import type { PaymentStatus } from '../src/payments/payment';
+import type { PaymentStatus } from '../src/ledger/payments.table';
 import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
@@ -25,7 +25,7 @@ import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './l
 import { type Random, mulberry32 } from './lib/random';
 import { startProvider } from './lib/processes';
 import { type Behaviour, WebhookReceiver } from './lib/webhook-receiver';
-import type { EventType } from '../src/merchant-events/event';
+import type { EventType } from '../src/ledger/outbox';
 
 /**
  * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the

@@ -8,7 +8,7 @@ import { ClientsService } from '../src/clients/clients.service';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
-import { providerKeyFor } from '../src/payments/payment';
+import { providerKeyFor } from '../src/ledger/payment-id';
 import { runAudit } from './audit';
 import type { components, paths } from './lib/api-types';
 import { type ManagedProcess, type ProcessExit, startApiProcess } from './lib/processes';

@@ -5,7 +5,7 @@ import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import pino from 'pino';
 import { AppModule } from './app.module';
-import { configureHttpApp } from './common/http-app';
+import { configureHttpApp } from './http-app';
 import { closeConnectionsAfterReplyOnShutdown } from './common/http-shutdown';
 import { loadConfigOrExit } from './config/app-config';
 import { MetricsServer } from './metrics/metrics.server';

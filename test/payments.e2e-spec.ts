@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { Ledger } from '../src/ledger/ledger.service';
-import { PaymentsRepository } from '../src/payments/payments.repository';
+import { PaymentsRepository } from '../src/ledger/payments.repository';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { createClient } from './support/test-env';

@@ -1,7 +1,7 @@
 import { type AuditReport, type Example, VIOLATION_KINDS } from '../lib/ledger-audit';
 import type { HttpReply, Reply } from '../lib/payment-client';
 import type { Receipt } from '../lib/webhook-receiver';
-import type { EventType } from '../../src/merchant-events/event';
+import type { EventType } from '../../src/ledger/outbox';
 import {
   type EventRow,
   type Exchange,

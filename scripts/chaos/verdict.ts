@@ -1,8 +1,9 @@
 import type { AuditReport, Example } from '../lib/ledger-audit';
 import type { HttpReply, Reply } from '../lib/payment-client';
 import type { Receipt } from '../lib/webhook-receiver';
-import type { EventResource, EventType } from '../../src/merchant-events/event';
-import type { PaymentStatus } from '../../src/payments/payment';
+import type { EventResource } from '../../src/merchant-events/event';
+import type { EventType } from '../../src/ledger/outbox';
+import type { PaymentStatus } from '../../src/ledger/payments.table';
 
 /**
  * The chaos run's judgement, as a pure function: what the clients were told,

@@ -1,4 +1,4 @@
-import type { PaymentStatus } from '../../src/payments/payment';
+import type { PaymentStatus } from '../../src/ledger/payments.table';
 import type { Charge, ChargeStatus } from '../../src/mock-provider/mock-provider.types';
 
 /**

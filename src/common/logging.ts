@@ -8,7 +8,7 @@ import { requestIdFor } from './request-id';
 /** One line per request, tagged with a request id the response also carries. */
 export function requestLogOptions(): Options {
   return {
-    // The id common/http-app.ts already sent back in X-Request-Id.
+    // The id http-app.ts already sent back in X-Request-Id.
     genReqId: requestIdFor,
     customLogLevel: (_request, response, error) =>
       error || response.statusCode >= 500 ? 'error' : response.statusCode >= 400 ? 'warn' : 'info',

@@ -7,12 +7,13 @@ import { eventually } from '../../test/support/eventually';
 import { ClientsRepository } from '../clients/clients.repository';
 import { loadConfig } from '../config/app-config';
 import { decisionOf } from '../ledger/ledger.service';
-import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
+import { IdempotencyRepository } from '../ledger/idempotency.repository';
+import { type Lease } from '../ledger/lease';
 import { EventsRepository } from '../merchant-events/events.repository';
 import { type DeliveryClaim, WebhookDeliveriesRepository } from '../merchant-events/webhook-deliveries.repository';
 import { newPendingPayment } from '../payments/payment';
-import { PaymentsRepository } from '../payments/payments.repository';
-import type { Payment } from '../payments/payments.table';
+import { PaymentsRepository } from '../ledger/payments.repository';
+import type { Payment } from '../ledger/payments.table';
 import { ProcessedMessagesRepository } from '../provider-events/processed-messages.repository';
 
 /**

@@ -82,3 +82,20 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
   const { code, constraint: violated } = cause as { code?: string; constraint?: string };
   return code === '23505' && violated === constraint;
 }
+
+/**
+ * The parameters of one statement, numbered in the order they are added.
+ * Each fragment of a statement adds its own values and writes the `$n` it
+ * gets back, so no fragment depends on where another's parameters sit, and a
+ * fragment that gains one shifts nobody else's.
+ */
+export class Params {
+  readonly values: unknown[] = [];
+
+  /** The placeholder of `value`, with a cast when one is given (`$4::text`). */
+  add(value: unknown, cast?: string): string {
+    this.values.push(value);
+    return cast === undefined ? `$${this.values.length}` : `$${this.values.length}::${cast}`;
+  }
+}
+

@@ -1,9 +1,9 @@
 import { apiClientsTable } from '../clients/clients.table';
-import { idempotencyKeysTable } from '../idempotency/idempotency-keys.table';
-import { eventsTable } from '../merchant-events/events.table';
+import { idempotencyKeysTable } from '../ledger/idempotency-keys.table';
+import { eventsTable } from '../ledger/events.table';
 import { webhookDeliveriesTable } from '../merchant-events/webhook-deliveries.table';
 import { webhookEndpointsTable } from '../merchant-events/webhook-endpoints.table';
-import { paymentsTable } from '../payments/payments.table';
+import { paymentsTable } from '../ledger/payments.table';
 import { processedMessagesTable } from '../provider-events/processed-messages.table';
 import type { Column, Table } from './table';
 

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import type { StoredResponse } from './idempotency.repository';
+import type { StoredResponse } from '../ledger/lease';
 
 /** What a key with its final answer says, for as long as it lives: the request it belongs to, and the answer. */
 export interface FinalAnswer {

@@ -1,4 +1,4 @@
-import type { KeyState } from './idempotency.repository';
+import type { KeyState } from '../ledger/idempotency.repository';
 import { keyVerdict } from './key-verdict';
 
 const FINGERPRINT = 'f'.repeat(64);

@@ -1,4 +1,5 @@
-import type { KeyState, StoredResponse } from './idempotency.repository';
+import type { KeyState } from '../ledger/idempotency.repository';
+import type { StoredResponse } from '../ledger/lease';
 
 /**
  * What an idempotency key says about a request, decided from one read of it.

@@ -1,10 +1,10 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { strictMock } from '../common/strict-mock.fixture';
 import { type AppConfig, loadConfig } from '../config/app-config';
-import type { IdempotencyRepository } from '../idempotency/idempotency.repository';
-import { decidedAs } from '../payments/payment-outcome';
-import type { Decided, PaymentsRepository } from '../payments/payments.repository';
-import type { Payment } from '../payments/payments.table';
+import type { IdempotencyRepository } from './idempotency.repository';
+import { decidedAs } from './payment-outcome';
+import type { Decided, PaymentsRepository } from './payments.repository';
+import type { Payment } from './payments.table';
 import type { ProviderClient } from '../provider/provider.client';
 import { Ledger } from './ledger.service';
 

@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { IdempotencyRepository } from '../idempotency/idempotency.repository';
-import { EventsRepository } from '../merchant-events/events.repository';
-import { PaymentsRepository } from '../payments/payments.repository';
+import { IdempotencyRepository } from './idempotency.repository';
+import { PaymentsRepository } from './payments.repository';
 import { Ledger } from './ledger.service';
 
 /**
@@ -10,7 +9,7 @@ import { Ledger } from './ledger.service';
  * worker imports this, not the payments module with its controller and guards.
  */
 @Module({
-  providers: [IdempotencyRepository, PaymentsRepository, EventsRepository, Ledger],
-  exports: [IdempotencyRepository, PaymentsRepository, EventsRepository, Ledger],
+  providers: [IdempotencyRepository, PaymentsRepository, Ledger],
+  exports: [IdempotencyRepository, PaymentsRepository, Ledger],
 })
 export class LedgerModule {}

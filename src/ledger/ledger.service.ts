@@ -3,26 +3,13 @@ import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
-import { paymentChangeOf } from '../merchant-events/events.repository';
-import type { Payment } from '../payments/payments.table';
-import { type FinalOutcome, aroundUpdatedAt, decidedAs, finalResponseFor } from '../payments/payment-outcome';
-import { type Decision, type PaymentRef, PaymentsRepository } from '../payments/payments.repository';
-
-/**
- * A lease and what this process knows of its expiry: Postgres cannot see it
- * expire before `heldUntil` (a performance.now() time), because that is the
- * lease's length counted from before the statement that took or renewed it.
- * Monotonic, so a stall of the process (a long GC pause, SIGSTOP) counts.
- */
-export interface HeldLease extends Lease {
-  heldUntil: number;
-}
-
-/** A lease taken or renewed by a statement sent at `askedAt` (performance.now()). */
-export function heldSince(lease: Lease, askedAt: number, leaseMs: number): HeldLease {
-  return { clientId: lease.clientId, key: lease.key, token: lease.token, heldUntil: askedAt + leaseMs };
-}
+import { aroundUpdatedAt } from './around-updated-at';
+import { IdempotencyRepository } from './idempotency.repository';
+import { type HeldLease, type Lease, type StoredResponse, heldSince } from './lease';
+import { paymentChangeOf } from './outbox';
+import { type FinalOutcome, decidedAs, finalResponseFor } from './payment-outcome';
+import { type Decision, PaymentsRepository } from './payments.repository';
+import type { Payment, PaymentRef } from './payments.table';
 
 /**
  * The only ways a payment changes after it is created. Every writer (the

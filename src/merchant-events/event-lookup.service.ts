@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { EVENT_ID_PATTERN, type EventList, type EventResource, type EventType, toEventResource } from './event';
+import { type EventList, type EventResource, toEventResource } from './event';
+import { EVENT_ID_PATTERN, type EventType } from '../ledger/outbox';
 import { eventNotFound, unknownEventCursor } from './events.errors';
 import { EventsRepository } from './events.repository';
 

@@ -1,13 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { newUlid } from '../common/ulid';
-import { PaymentResource, type PaymentStatus } from '../payments/payment';
-import type { EventRecord } from './events.table';
-
-/** The statuses a payment can take after pending, each announced by one event. */
-type AnnouncedStatus = Exclude<PaymentStatus, 'pending'>;
-
-export const EVENT_TYPES = ['payment.succeeded', 'payment.failed', 'payment.requires_review'] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+import { PaymentResource } from '../ledger/payment-resource';
+import type { EventRecord } from '../ledger/events.table';
+import { EVENT_TYPES, type EventType } from '../ledger/outbox';
 
 export class EventData {
   @ApiProperty({ type: PaymentResource, description: 'The payment as it was right after the change.' })
@@ -42,17 +36,6 @@ export class EventList {
 
   @ApiProperty({ description: 'Whether a page follows: ask again with starting_after = the last id.' })
   has_more!: boolean;
-}
-
-/** `evt_` and a ULID: what newEventId makes, and all an event id can be. */
-export const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
-
-export function newEventId(): string {
-  return `evt_${newUlid()}`;
-}
-
-export function eventTypeFor(status: AnnouncedStatus): EventType {
-  return `payment.${status}`;
 }
 
 export function toEventResource(event: EventRecord): EventResource {

@@ -1,7 +1,7 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Matches } from 'class-validator';
 import { PageQueryDto } from '../common/page-query.dto';
-import { EVENT_ID_PATTERN, EVENT_TYPES, type EventType } from './event';
+import { EVENT_ID_PATTERN, EVENT_TYPES, type EventType } from '../ledger/outbox';
 
 export class ListEventsQueryDto extends PageQueryDto {
   @ApiPropertyOptional({ description: 'The id of the last event of the previous page.', pattern: EVENT_ID_PATTERN.source })

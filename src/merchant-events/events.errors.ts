@@ -1,5 +1,5 @@
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { EVENT_ID_PATTERN } from './event';
+import { EVENT_ID_PATTERN } from '../ledger/outbox';
 
 /** Names the id only when it is one: a client's arbitrary path is not echoed back. */
 export function eventNotFound(id: string): DomainError {

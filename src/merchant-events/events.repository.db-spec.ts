@@ -3,8 +3,8 @@ import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fix
 import { loadConfig } from '../config/app-config';
 import { isUniqueViolation } from '../database/sql';
 import { Ledger } from '../ledger/ledger.service';
-import { toResource } from '../payments/payment';
-import type { EventRecord } from './events.table';
+import { toResource } from '../ledger/payment-resource';
+import type { EventRecord } from '../ledger/events.table';
 
 describe('EventsRepository and the outbox on Postgres', () => {
   const db = useLedgerFixtures();

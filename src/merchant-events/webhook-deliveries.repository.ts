@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
-import { type EventRecord, eventsTable } from './events.table';
+import { type EventRecord, eventsTable } from '../ledger/events.table';
 import { type DeliveryStatus, type WebhookDelivery, webhookDeliveriesTable } from './webhook-deliveries.table';
 
 const DELIVERY = webhookDeliveriesTable.selectList;

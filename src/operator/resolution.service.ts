@@ -3,12 +3,13 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { IdempotencyRepository, type Lease } from '../idempotency/idempotency.repository';
+import { IdempotencyRepository } from '../ledger/idempotency.repository';
+import { type Lease } from '../ledger/lease';
 import { Ledger } from '../ledger/ledger.service';
-import { type PaymentResource, toResource } from '../payments/payment';
-import { type FinalOutcome, outcomeOfCharge } from '../payments/payment-outcome';
-import { PaymentsRepository } from '../payments/payments.repository';
-import type { Payment } from '../payments/payments.table';
+import { type PaymentResource, toResource } from '../ledger/payment-resource';
+import { type FinalOutcome, outcomeOfCharge } from '../ledger/payment-outcome';
+import { PaymentsRepository } from '../ledger/payments.repository';
+import type { Payment } from '../ledger/payments.table';
 import { ProviderClient } from '../provider/provider.client';
 
 export interface ResolveCommand {

@@ -4,7 +4,7 @@ import { CrashPoint } from '../common/crash-point';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { loadConfig } from '../config/app-config';
 import { AnswerCache } from '../idempotency/answer-cache';
-import type { KeyState } from '../idempotency/idempotency.repository';
+import type { KeyState } from '../ledger/idempotency.repository';
 import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';

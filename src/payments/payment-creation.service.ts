@@ -9,18 +9,21 @@ import type { HttpReply } from '../common/http-reply';
 import { isUniqueViolation } from '../database/sql';
 import { AnswerCache } from '../idempotency/answer-cache';
 import { keyInUse, keyReused } from '../idempotency/idempotency.errors';
-import { IdempotencyRepository, type Lease, type StoredResponse } from '../idempotency/idempotency.repository';
+import { IdempotencyRepository } from '../ledger/idempotency.repository';
+import { type Lease, type StoredResponse } from '../ledger/lease';
 import { parseIdempotencyKey } from '../idempotency/idempotency-key';
 import { keyVerdict } from '../idempotency/key-verdict';
-import { type HeldLease, Ledger, heldSince } from '../ledger/ledger.service';
+import { Ledger } from '../ledger/ledger.service';
+import { type HeldLease, heldSince } from '../ledger/lease';
 import { Metrics } from '../metrics/metrics';
 import { ProviderClient } from '../provider/provider.client';
-import { chargeInputFor, newPendingPayment, toResource } from './payment';
-import { outcomeOfCharge } from './payment-outcome';
+import { chargeInputFor, newPendingPayment } from './payment';
+import { toResource } from '../ledger/payment-resource';
+import { outcomeOfCharge } from '../ledger/payment-outcome';
 import type { CreatePaymentDto } from './payments.dto';
 import { orderAlreadyPaid, providerUnavailable } from './payments.errors';
-import { PaymentsRepository } from './payments.repository';
-import { ACTIVE_ORDER_INDEX, type Payment } from './payments.table';
+import { PaymentsRepository } from '../ledger/payments.repository';
+import { ACTIVE_ORDER_INDEX, type Payment } from '../ledger/payments.table';
 
 export interface CreatePaymentCommand {
   clientId: string;

@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { PAYMENT_ID_PATTERN, type PaymentList, type PaymentResource, toResource } from './payment';
+import { type PaymentList } from './payment';
+import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
+import { type PaymentResource, toResource } from '../ledger/payment-resource';
 import { paymentNotFound, unknownCursor } from './payments.errors';
-import { PaymentsRepository } from './payments.repository';
+import { PaymentsRepository } from '../ledger/payments.repository';
 
 /** The read side: one payment, or a page of them, always scoped to the client asking. */
 @Injectable()

@@ -15,7 +15,7 @@ import { Transform } from 'class-transformer';
 import { CodePointLength } from '../common/code-point-length';
 import { PageQueryDto } from '../common/page-query.dto';
 import { codePointLength } from '../common/unicode';
-import { PAYMENT_ID_PATTERN } from './payment';
+import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
 
 /** Currencies the provider settles; amounts are in their minor units. */
 const SUPPORTED_CURRENCIES = [

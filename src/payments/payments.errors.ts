@@ -1,5 +1,5 @@
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { PAYMENT_ID_PATTERN } from './payment';
+import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
 
 export function orderAlreadyPaid(orderId: string | undefined): DomainError {
   return new DomainError(ErrorCode.OrderAlreadyPaid, `Order ${orderId} already has a payment that did not fail.`, {

@@ -6,8 +6,8 @@ import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { Ledger } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
-import { outcomeOfCharge } from '../payments/payment-outcome';
-import { PaymentsRepository } from '../payments/payments.repository';
+import { outcomeOfCharge } from '../ledger/payment-outcome';
+import { PaymentsRepository } from '../ledger/payments.repository';
 import { type ProviderEvent, parseProviderEvent } from './provider-event';
 import { ProcessedMessagesRepository } from './processed-messages.repository';
 

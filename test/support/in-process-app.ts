@@ -8,7 +8,7 @@ import { type ProviderProcess, startProvider } from '../../scripts/lib/processes
 import { freePort } from '../../scripts/lib/private-redis';
 import { emptyTables } from '../../scripts/lib/scratch-database';
 import { AppModule } from '../../src/app.module';
-import { configureHttpApp } from '../../src/common/http-app';
+import { configureHttpApp } from '../../src/http-app';
 import type { AppConfig } from '../../src/config/app-config';
 import { MetricsServer } from '../../src/metrics/metrics.server';
 import { WorkerModule } from '../../src/worker.module';

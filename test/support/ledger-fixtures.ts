@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { IdempotencyRepository, type Lease } from '../../src/idempotency/idempotency.repository';
+import { IdempotencyRepository } from '../../src/ledger/idempotency.repository';
+import { type Lease } from '../../src/ledger/lease';
 import { loadConfig } from '../../src/config/app-config';
 import { decisionOf } from '../../src/ledger/ledger.service';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
-import { newPaymentId, providerKeyFor } from '../../src/payments/payment';
-import type { FinalOutcome } from '../../src/payments/payment-outcome';
-import { type Decided, type PaymentRef, PaymentsRepository } from '../../src/payments/payments.repository';
-import type { Payment } from '../../src/payments/payments.table';
+import { newPaymentId, providerKeyFor } from '../../src/ledger/payment-id';
+import type { FinalOutcome } from '../../src/ledger/payment-outcome';
+import { type Decided, PaymentsRepository } from '../../src/ledger/payments.repository';
+import { type PaymentRef } from '../../src/ledger/payments.table';
+import type { Payment } from '../../src/ledger/payments.table';
 import { useTestDatabase } from './test-database';
 import { createClient } from './test-env';
 

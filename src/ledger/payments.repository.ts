@@ -1,19 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { queryRow, queryRows } from '../database/sql';
-import {
-  type KeyClaim,
-  type Lease,
-  type StoredResponse,
-  claimParams,
-  claimedCte,
-  heldCte,
-  leaseParams,
-  settledCte,
-} from '../idempotency/idempotency.repository';
-import { type PaymentChange, announcedCtes, paymentChangeParams } from '../merchant-events/events.repository';
-import type { FinalOutcome, JsonAroundUpdatedAt } from './payment-outcome';
-import { type Payment, paymentsTable } from './payments.table';
+import { Params, queryRow, queryRows } from '../database/sql';
+import { UPDATED_AT_JSON } from './around-updated-at';
+import { type FinalAnswer, type KeyClaim, claimedCte, heldCte, leaseParams, settledCte } from './idempotency.repository';
+import type { Lease, StoredResponse } from './lease';
+import { type PaymentChange, announcedCtes } from './outbox';
+import type { FinalOutcome } from './payment-outcome';
+import { type Payment, type PaymentRef, paymentsTable } from './payments.table';
 
 const PAYMENT = paymentsTable.selectList;
 
@@ -22,12 +15,6 @@ export type NewPayment = Pick<
   Payment,
   'id' | 'clientId' | 'amount' | 'currency' | 'paymentMethod' | 'orderId' | 'description' | 'metadata' | 'providerKey'
 >;
-
-/**
- * What names one payment: its client and id. Every statement on one payment
- * names both, so on a schema sharded by client it runs on that client's shard.
- */
-export type PaymentRef = Pick<Payment, 'clientId' | 'id'>;
 
 /**
  * The payments table. Every method is one statement. The writes that change a
@@ -46,25 +33,20 @@ export class PaymentsRepository {
    * fails the whole statement, the claim with it.
    */
   async insertPendingUnderClaim(db: EntityManager, payment: NewPayment, claim: KeyClaim): Promise<Payment | undefined> {
-    const values = [
-      payment.id,
-      payment.clientId,
-      payment.amount,
-      payment.currency,
-      payment.paymentMethod,
-      payment.orderId,
-      payment.description,
-      JSON.stringify(payment.metadata),
-      payment.providerKey,
-    ];
+    const params = new Params();
+    const id = params.add(payment.id);
+    const client = params.add(payment.clientId);
     return queryRow<Payment>(
       db,
-      `WITH ${claimedCte(values.length + 1)}
+      `WITH ${claimedCte(params, claim, { id, client })}
        INSERT INTO payments
          (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM claimed
+       SELECT ${id}, ${client}, ${params.add(payment.amount)}, ${params.add(payment.currency)},
+              ${params.add(payment.paymentMethod)}, ${params.add(payment.orderId)}, ${params.add(payment.description)},
+              ${params.add(JSON.stringify(payment.metadata))}, ${params.add(payment.providerKey)}
+         FROM claimed
        RETURNING ${PAYMENT}`,
-      [...values, ...claimParams(claim)],
+      params.values,
     );
   }
 
@@ -186,41 +168,33 @@ export class PaymentsRepository {
   ): Promise<Decided> {
     const { outcome, answer, change, recheckInMs } = decision;
     const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
+    const params = new Params();
+    const held = leaseParams(params, lease);
+    const status = params.add(outcome.status);
     const row = await queryRow<DecidedRow>(
       db,
-      `WITH ${heldCte()},
+      `WITH ${heldCte(held)},
        moved AS (
          UPDATE payments
-            SET status = $5, provider_charge_id = COALESCE($6, provider_charge_id),
-                failure_code = $7, failure_message = $8, resolved_by = $9, resolution_reason = $10,
-                next_reconcile_at = COALESCE(now() + $11 * interval '1 millisecond', next_reconcile_at),
+            SET status = ${status},
+                provider_charge_id = COALESCE(${params.add('providerChargeId' in outcome ? outcome.providerChargeId : null)}, provider_charge_id),
+                failure_code = ${params.add(outcome.status === 'succeeded' ? null : outcome.failureCode)},
+                failure_message = ${params.add(outcome.status === 'succeeded' ? null : outcome.failureMessage)},
+                resolved_by = ${params.add(resolution?.by ?? null)},
+                resolution_reason = ${params.add(resolution?.reason ?? null)},
+                next_reconcile_at = COALESCE(now() + ${params.add(recheckInMs ?? null)} * interval '1 millisecond', next_reconcile_at),
                 updated_at = now()
-          WHERE id = $4 AND client_id = $1
-            AND (status = 'pending' OR (status = 'requires_review' AND $5 IN ('succeeded', 'failed')))
+          WHERE id = ${params.add(payment.id)} AND client_id = ${held.client}
+            AND (status = 'pending' OR (status = 'requires_review' AND ${status} IN ('succeeded', 'failed')))
             AND EXISTS (SELECT 1 FROM held)
           RETURNING ${PAYMENT}
        ),
-       ${settledCte('moved', 12, UPDATED_AT_JSON)},
-       ${announcedCtes(16, UPDATED_AT_JSON)}
+       ${settledCte(params, held, 'moved', answer, UPDATED_AT_JSON)},
+       ${announcedCtes(params, held.client, change, UPDATED_AT_JSON)}
        SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld", moved.*,
               settled."responseStatus", settled."responseBody", settled."expiresInMs"
          FROM (SELECT) AS one LEFT JOIN moved ON true LEFT JOIN settled ON true`,
-      [
-        ...leaseParams(lease),
-        payment.id,
-        outcome.status,
-        'providerChargeId' in outcome ? outcome.providerChargeId : null,
-        outcome.status === 'succeeded' ? null : outcome.failureCode,
-        outcome.status === 'succeeded' ? null : outcome.failureMessage,
-        resolution?.by ?? null,
-        resolution?.reason ?? null,
-        recheckInMs ?? null,
-        answer?.status ?? null,
-        answer?.body.before ?? null,
-        answer?.body.after ?? null,
-        answer?.ttlHours ?? null,
-        ...paymentChangeParams(change),
-      ],
+      params.values,
     );
     if (!row?.leaseHeld) return { kind: 'lease_lost' };
     const { leaseHeld: _held, responseStatus, responseBody, expiresInMs, ...moved } = row;
@@ -242,43 +216,31 @@ export class PaymentsRepository {
     payment: PaymentRef,
     { delayMs, countAttempt }: { delayMs: number | 'never'; countAttempt: boolean },
   ): Promise<boolean> {
+    const params = new Params();
+    const held = leaseParams(params, lease);
     const row = await queryRow<{ leaseHeld: boolean }>(
       db,
-      `WITH ${heldCte()},
+      `WITH ${heldCte(held)},
        scheduled AS (
          UPDATE payments
-            SET reconcile_attempts = reconcile_attempts + $6,
-                next_reconcile_at = COALESCE(now() + $5 * interval '1 millisecond', 'infinity')
-          WHERE id = $4 AND client_id = $1 AND status IN ('pending', 'requires_review')
+            SET reconcile_attempts = reconcile_attempts + ${params.add(countAttempt ? 1 : 0)},
+                next_reconcile_at = COALESCE(now() + ${params.add(delayMs === 'never' ? null : delayMs)} * interval '1 millisecond', 'infinity')
+          WHERE id = ${params.add(payment.id)} AND client_id = ${held.client} AND status IN ('pending', 'requires_review')
             AND EXISTS (SELECT 1 FROM held)
        ),
-       ${settledCte('held', 7, 'NULL::text')}
+       ${settledCte(params, held, 'held', undefined, 'NULL::text')}
        SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld"`,
-      [
-        ...leaseParams(lease),
-        payment.id,
-        delayMs === 'never' ? null : delayMs,
-        countAttempt ? 1 : 0,
-        ...[null, null, null, null],
-      ],
+      params.values,
     );
     return row?.leaseHeld === true;
   }
 }
 
-/**
- * A payment's new updated_at (the statement's now()) as a JSON string in
- * Date.toISOString()'s form: UTC, milliseconds truncated, as node-postgres
- * reads a timestamptz into a Date and toResource renders it. Checked
- * against reading the row back by payments.repository.db-spec.
- */
-const UPDATED_AT_JSON = `to_json(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text`;
-
 /** What a decision writes besides the payment's columns, all rendered before the statement (see decidedAs). */
 export interface Decision {
   outcome: FinalOutcome;
   /** The final response the key stores (succeeded or failed) and its retention; none for a review. */
-  answer?: { status: number; body: JsonAroundUpdatedAt; ttlHours: number };
+  answer?: FinalAnswer;
   /** The event announcing the new status. */
   change: PaymentChange;
   /** For a move to review: when its first re-check is due. */

@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import type { ProviderCharge } from '../provider/provider.client';
-import type { StoredResponse } from '../idempotency/idempotency.repository';
+import type { StoredResponse } from './lease';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { errorReply } from '../common/error-envelope';
-import { toResource } from './payment';
+import { toResource } from './payment-resource';
 import type { Payment } from './payments.table';
 
 /** An operator's resolution of a review: who, and why. */
@@ -108,30 +107,4 @@ export function decidedAs(payment: Payment, outcome: FinalOutcome): Payment {
     resolvedBy: resolution?.by ?? null,
     resolutionReason: resolution?.reason ?? null,
   };
-}
-
-/**
- * A JSON text that shows a payment, cut where its updated_at goes: the
- * statement that moves the payment writes its own now() between the two
- * parts, as a JSON string in toISOString()'s form (what reading the row back
- * and rendering it gives). So the response a key stores and the event the
- * merchant gets are the very bytes the payment's row renders to, and they are
- * written by the statement that changes the row, with no round trip to learn
- * its time first.
- */
-export interface JsonAroundUpdatedAt {
-  before: string;
-  after: string;
-}
-
-/**
- * `render` with updated_at left open: it is given a mark to put where
- * updated_at goes, and must use it once. The mark is new each time (a UUID,
- * which JSON leaves as it is), so no text of the client's can contain it.
- */
-export function aroundUpdatedAt(render: (updatedAt: string) => string): JsonAroundUpdatedAt {
-  const mark = randomUUID();
-  const parts = render(mark).split(JSON.stringify(mark));
-  if (parts.length !== 2) throw new Error(`updated_at rendered ${parts.length - 1} times, not once`);
-  return { before: parts[0], after: parts[1] };
 }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { eventually } from '../../test/support/eventually';
 import { FINGERPRINT, LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
-import { newPaymentId } from '../payments/payment';
-import type { Lease } from './idempotency.repository';
+import { newPaymentId } from './payment-id';
+import type { Lease } from './lease';
 
 describe('IdempotencyRepository on Postgres', () => {
   const db = useLedgerFixtures();

@@ -1,20 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { HttpReply } from '../common/http-reply';
-import { queryRow, queryRows } from '../database/sql';
-import type { PaymentRef } from '../payments/payments.repository';
-import { type Payment, paymentsTable } from '../payments/payments.table';
+import { type Params, queryRow, queryRows } from '../database/sql';
+import type { JsonAroundUpdatedAt } from './around-updated-at';
 import type { IdempotencyKeyRecord } from './idempotency-keys.table';
-
-/** The right to work on one payment: whoever holds the token may finish it. */
-export interface Lease {
-  clientId: string;
-  key: string;
-  token: string;
-}
-
-/** A response stored on a key, replayed byte for byte (with Idempotent-Replayed: true). */
-export type StoredResponse = Pick<HttpReply, 'status' | 'body'>;
+import type { Lease, StoredResponse } from './lease';
+import { type Payment, type PaymentRef, paymentsTable } from './payments.table';
 
 export interface KeyState {
   fingerprint: string;
@@ -42,23 +32,36 @@ export interface KeyClaim {
   leaseMs: number;
 }
 
+/** A lease as parameters of one statement: the fragments that check or release it name these. */
+export interface LeaseParams {
+  client: string;
+  key: string;
+  token: string;
+}
+
+export function leaseParams(params: Params, lease: Lease): LeaseParams {
+  return { client: params.add(lease.clientId), key: params.add(lease.key), token: params.add(lease.token) };
+}
+
 /**
  * The claim of a key for a new payment, as the `claimed` CTE of the statement
  * that inserts that payment (PaymentsRepository.insertPendingUnderClaim): key
  * and payment are written by one statement, so one commit, with no
- * transaction to open. `$1` and `$2` are the payment's id and client (the
- * key's client too); the claim's own values are `$first` onwards, in the
- * order of claimParams. A conflict means someone
+ * transaction to open. `payment` names the statement's parameters for the
+ * payment's id and client (the key's client too). A conflict means someone
  * holds the key, unless it has expired (with its final response stored:
  * nothing else expires): then it is a new request and the old row is taken
  * over in the same statement. Returns the claimed row's payment_id, or no row.
  */
-export function claimedCte(first: number): string {
-  const [key, fingerprint, token, leaseMs] = [0, 1, 2, 3].map((i) => `$${first + i}`);
+export function claimedCte(params: Params, claim: KeyClaim, payment: { id: string; client: string }): string {
+  const key = params.add(claim.lease.key);
+  const fingerprint = params.add(claim.fingerprint);
+  const token = params.add(claim.lease.token);
+  const leaseMs = params.add(claim.leaseMs);
   return `claimed AS (
        INSERT INTO idempotency_keys
          (client_id, key, fingerprint, payment_id, lease_token, leased_until)
-       VALUES ($2, ${key}, ${fingerprint}, $1, ${token}, now() + ${leaseMs} * interval '1 millisecond')
+       VALUES (${payment.client}, ${key}, ${fingerprint}, ${payment.id}, ${token}, now() + ${leaseMs} * interval '1 millisecond')
        ON CONFLICT (client_id, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint,
          payment_id = EXCLUDED.payment_id,
@@ -74,10 +77,6 @@ export function claimedCte(first: number): string {
      )`;
 }
 
-export function claimParams(claim: KeyClaim): unknown[] {
-  return [claim.lease.key, claim.fingerprint, claim.lease.token, claim.leaseMs];
-}
-
 /**
  * The fence of every write to a payment after its creation, as the `held`
  * CTE of the one statement that makes the write (see
@@ -90,8 +89,7 @@ export function claimParams(claim: KeyClaim): unknown[] {
  * The lock is taken in the statement (no round trip of its own) and before
  * the payment row, the order every writer follows, so writers queue on the
  * key row and never deadlock; it lasts to the statement's commit, so nobody
- * takes the lease over between the check and the writes. `$1` to `$3` are
- * the lease's client, key and token (leaseParams).
+ * takes the lease over between the check and the writes.
  *
  * Every write of the statement must hang off `held` (directly, or through a
  * CTE that does): Postgres runs a CTE when it is first read, so that is what
@@ -99,30 +97,45 @@ export function claimParams(claim: KeyClaim): unknown[] {
  * `held` run after this statement had already changed the key row, find no
  * row, and report the lease lost though the writes were made.
  */
-export function heldCte(): string {
+export function heldCte(lease: LeaseParams): string {
   return `held AS MATERIALIZED (
        SELECT 1 FROM idempotency_keys
-        WHERE client_id = $1 AND key = $2 AND lease_token = $3
+        WHERE client_id = ${lease.client} AND key = ${lease.key} AND lease_token = ${lease.token}
           FOR UPDATE
      )`;
 }
 
-export function leaseParams(lease: Lease): unknown[] {
-  return [lease.clientId, lease.key, lease.token];
+/**
+ * The final response a key stores, rendered before the statement with the
+ * payment's updated_at left open (JsonAroundUpdatedAt), and how long the key
+ * keeps it, in hours from the statement's now().
+ */
+export interface FinalAnswer {
+  status: number;
+  body: JsonAroundUpdatedAt;
+  ttlHours: number;
 }
 
 /**
  * What the key keeps once its holder is done, as the `settled` CTE of the
  * statement that does it, written only if the CTE `after` returned a row:
- * the final response if there is one (`$first`: its status, then the body's
- * text before and after the payment's updated_at, `updatedAtJson`; then the
- * retention in hours, counted from now()), the lease released in any case.
- * Without a response (all four NULL) the key stays unfinished, as a payment
- * in review or one whose reconciliation is postponed leaves it. Returns the
+ * the final `answer` if there is one, its body completed with
+ * `updatedAtJson` (SQL), its retention counted from now(); the lease released
+ * in any case. Without an answer the key stays unfinished, as a payment in
+ * review or one whose reconciliation is postponed leaves it. Returns the
  * stored response and the retention left, by Postgres' clock.
  */
-export function settledCte(after: string, first: number, updatedAtJson: string): string {
-  const [status, before, bodyAfter, ttlHours] = ['smallint', 'text', 'text', 'float8'].map((type, i) => `$${first + i}::${type}`);
+export function settledCte(
+  params: Params,
+  lease: LeaseParams,
+  after: string,
+  answer: FinalAnswer | undefined,
+  updatedAtJson: string,
+): string {
+  const status = params.add(answer?.status ?? null, 'smallint');
+  const before = params.add(answer?.body.before ?? null, 'text');
+  const bodyAfter = params.add(answer?.body.after ?? null, 'text');
+  const ttlHours = params.add(answer?.ttlHours ?? null, 'float8');
   return `settled AS (
        UPDATE idempotency_keys
           SET response_status = ${status},
@@ -130,7 +143,8 @@ export function settledCte(after: string, first: number, updatedAtJson: string):
               completed_at = CASE WHEN ${status} IS NULL THEN NULL ELSE now() END,
               expires_at = now() + ${ttlHours} * interval '1 hour',
               lease_token = NULL, leased_until = NULL
-        WHERE client_id = $1 AND key = $2 AND lease_token = $3 AND EXISTS (SELECT 1 FROM ${after})
+        WHERE client_id = ${lease.client} AND key = ${lease.key} AND lease_token = ${lease.token}
+          AND EXISTS (SELECT 1 FROM ${after})
         RETURNING response_status AS "responseStatus", response_body AS "responseBody",
                   (extract(epoch FROM expires_at - now()) * 1000)::float8 AS "expiresInMs"
      )`;

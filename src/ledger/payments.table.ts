@@ -1,5 +1,7 @@
 import { type RecordOf, col, defineTable } from '../database/table';
-import type { PaymentStatus } from './payment';
+
+/** Where a payment stands: succeeded and failed are final; the other two are undecided. */
+export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_review';
 
 export const paymentsTable = defineTable('payments', {
   id: col.text('id'),
@@ -32,3 +34,9 @@ export type Payment = RecordOf<typeof paymentsTable>;
 
 /** Name of the partial unique index behind `order_already_paid`. */
 export const ACTIVE_ORDER_INDEX = 'payments_client_order_active_key';
+
+/**
+ * What names one payment: its client and id. Every statement on one payment
+ * names both, so on a schema sharded by client it runs on that client's shard.
+ */
+export type PaymentRef = Pick<Payment, 'clientId' | 'id'>;

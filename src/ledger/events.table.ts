@@ -1,6 +1,6 @@
 import { type RecordOf, col, defineTable } from '../database/table';
-import type { PaymentResource } from '../payments/payment';
-import type { EventType } from './event';
+import type { PaymentResource } from './payment-resource';
+import type { EventType } from './outbox';
 
 export const eventsTable = defineTable('events', {
   id: col.text('id'),

@@ -3,9 +3,9 @@ import { type EntityManager, QueryFailedError } from 'typeorm';
 import { FINGERPRINT, LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { loadConfig } from '../config/app-config';
 import { isUniqueViolation } from '../database/sql';
-import type { Lease } from '../idempotency/idempotency.repository';
-import { decisionOf } from '../ledger/ledger.service';
-import { newPendingPayment } from './payment';
+import type { Lease } from './lease';
+import { decisionOf } from './ledger.service';
+import { newPendingPayment } from '../payments/payment';
 import { type FinalOutcome, finalResponseFor } from './payment-outcome';
 import { ACTIVE_ORDER_INDEX, type Payment } from './payments.table';
 
