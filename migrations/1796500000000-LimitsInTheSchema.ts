@@ -4,8 +4,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * Every limit the API states on a payment's fields is a check in the schema
  * too, counted as the API counts it (length(): code points), so validation
  * and schema can never disagree into a 500: order_id already had its check;
- * payment_method, description and metadata gain theirs. The provider's charge
- * id and failure code get the caps the provider client reads them under.
+ * payment_method, description and metadata gain theirs, and an idempotency
+ * key its grammar. The provider's charge id and failure code get the caps the
+ * provider client reads them under.
  *
  * Rows that break a limit (written before the API counted in code points)
  * fail this migration, which runs in one transaction and leaves the schema as
@@ -37,9 +38,14 @@ export class LimitsInTheSchema1796500000000 implements MigrationInterface {
         ADD CONSTRAINT payments_metadata_check CHECK (payment_metadata_is_valid(metadata)),
         ADD CONSTRAINT payments_provider_charge_id_check CHECK (length(provider_charge_id) BETWEEN 1 AND 255),
         ADD CONSTRAINT payments_failure_code_check CHECK (length(failure_code) BETWEEN 1 AND 100)`);
+    // 1 to 255 printable ASCII characters, not all blank, as the API parses the header.
+    await db.query(`
+      ALTER TABLE idempotency_keys
+        ADD CONSTRAINT idempotency_keys_key_check CHECK (key ~ '^[ -~]{1,255}$' AND btrim(key) <> '')`);
   }
 
   async down(db: QueryRunner): Promise<void> {
+    await db.query(`ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_key_check`);
     await db.query(`
       ALTER TABLE payments
         DROP CONSTRAINT payments_payment_method_check,

@@ -45,6 +45,21 @@ describe('PaymentsRepository on Postgres', () => {
       expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
     });
 
+    it.each([['a non-ASCII key', 'clé'], ['a blank key', '   '], ['a key of 256 characters', 'k'.repeat(256)]])(
+      'idempotency_keys_key_check refuses %s',
+      async (_case, key) => {
+        const { lease } = await given.claimed(clientId);
+
+        const error: unknown = await db.dataSource
+          .query(`UPDATE idempotency_keys SET key = $1 WHERE client_id = $2 AND key = $3`, [key, clientId, lease.key])
+          .catch((thrown: unknown) => thrown);
+
+        expect((error as QueryFailedError & { driverError: { constraint?: string; code?: string } }).driverError).toMatchObject(
+          key.length > 255 ? { code: '22001' } : { constraint: 'idempotency_keys_key_check' },
+        );
+      },
+    );
+
     it('takes every field at its limit', async () => {
       const { payment } = await given.claimed(clientId);
 
