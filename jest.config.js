@@ -15,7 +15,7 @@ module.exports = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform,
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts', '<rootDir>/test/support/**/*.spec.ts'],
     },
     {
       // The statements the guarantees rest on, beside their repositories, run

@@ -11,8 +11,8 @@ import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provid
 import { providerKeyFor } from '../src/payments/payment';
 import { runAudit } from './audit';
 import type { components, paths } from './lib/api-types';
-import { type ManagedProcess, type ProcessExit, startApiProcess } from './lib/processes';
-import { WebhookReceiver } from './lib/webhook-receiver';
+import { type ManagedProcess, type ProcessExit, startApiProcess } from '../test/support/processes';
+import { WebhookReceiver } from '../test/support/webhook-receiver';
 
 /**
  * `npm run demo`: a narrated walk through what the service exists for, against

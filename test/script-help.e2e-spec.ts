@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { databaseUrlNamed } from '../scripts/lib/scratch-database';
+import { databaseUrlNamed } from './support/scratch-database';
 import { TEST_DATABASE_URL } from './support/test-env';
 
 jest.setTimeout(60_000);

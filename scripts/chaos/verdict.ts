@@ -1,6 +1,6 @@
 import type { AuditReport, Example } from '../lib/ledger-audit';
-import type { HttpReply, Reply } from '../lib/payment-client';
-import type { Receipt } from '../lib/webhook-receiver';
+import type { HttpReply, Reply } from '../../test/support/payment-client';
+import type { Receipt } from '../../test/support/webhook-receiver';
 import type { EventResource, EventType } from '../../src/merchant-events/event';
 import type { PaymentStatus } from '../../src/payments/payment';
 

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { migrations } from '../../migrations';
 import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
-import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../../scripts/lib/scratch-database';
+import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../../test/support/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
-import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by-client';
-import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../scripts/lib/scratch-database';
+import { CLIENT_TABLES, partitionByClient } from '../../test/support/partition-by-client';
+import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../test/support/scratch-database';
 import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
 import { ClientsRepository } from '../clients/clients.repository';
 import { loadConfig } from '../config/app-config';
