@@ -8,7 +8,7 @@ jest.setTimeout(60_000);
 
 /** Every operator-facing script, as `npm run <name>` runs it from dist/. */
 const SCRIPTS: [name: string, entry: string][] = [
-  ['start:all', 'scripts/start-all.js'],
+  ['start:all', 'src/start-all.js'],
   ['migration:run', 'src/database/migrate.js'],
   ['client:create', 'src/clients/client-create.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],
