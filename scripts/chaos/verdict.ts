@@ -151,6 +151,32 @@ interface Verdict {
 }
 
 /**
+ * The counts of a run where nothing went wrong: ok, and every one zero. The
+ * specs hold a run's verdict to it (toMatchObject); a new kind of violation
+ * fails to compile here until it is added.
+ */
+export const CLEAN_VERDICT = {
+  ok: true,
+  double_charges: 0,
+  orphan_charges: 0,
+  lost: 0,
+  non_terminal: 0,
+  events_missing: 0,
+  events_split: 0,
+  violations: {
+    contradicted: 0,
+    reuse_not_refused: 0,
+    server_errors: 0,
+    audit: 0,
+    hangs: 0,
+    not_recovered: 0,
+    unexpected_exits: 0,
+    events_unverified: 0,
+    events_foreign: 0,
+  },
+} as const satisfies Partial<Verdict>;
+
+/**
  * What a final answer promised: the status it told, and the statuses the
  * ledger may hold for that payment afterwards. succeeded and failed never
  * change; review is not an end (a provider event or a re-check may settle it).
