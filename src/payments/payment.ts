@@ -10,13 +10,16 @@ export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_revie
 
 const PAYMENT_STATUSES: readonly PaymentStatus[] = ['pending', 'succeeded', 'failed', 'requires_review'];
 
+/** `pay_` and a ULID (Crockford base32): what newPaymentId makes, and all a payment id can be. */
+export const PAYMENT_ID_PATTERN = /^pay_[0-9A-HJKMNP-TV-Z]{26}$/;
+
 /**
  * The payment object of the public API, in the field order the README
  * documents. A class so that the OpenAPI document describes the very shape
  * the code returns.
  */
 export class PaymentResource {
-  @ApiProperty({ example: 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B', pattern: '^pay_[0-9A-HJKMNP-TV-Z]{26}$' })
+  @ApiProperty({ example: 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B', pattern: PAYMENT_ID_PATTERN.source })
   id!: string;
 
   @ApiProperty({ enum: ['payment'] })
@@ -84,9 +87,6 @@ export class PaymentList {
   @ApiProperty({ description: 'Whether a page follows: ask again with starting_after = the last id.' })
   has_more!: boolean;
 }
-
-/** `pay_` and a ULID (Crockford base32): what newPaymentId makes, and all a payment id can be. */
-export const PAYMENT_ID_PATTERN = /^pay_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 /** ULIDs sort by creation time, which keeps the newest-first list index-friendly. */
 export function newPaymentId(): string {
