@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # One image for the three processes (API, worker, mock provider) and the
-# migration job; compose picks the command.
+# migration job; compose picks the command. It carries src/ and migrations/
+# compiled, nothing else. The `tools` target adds the compiled scripts (the
+# demo, the audit) for `docker compose run --rm demo`.
 
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
@@ -9,10 +11,17 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY src ./src
 COPY migrations ./migrations
+RUN npm run build:production
+
+# The production build and the tools (scripts/, and the test harness they
+# start); built only for the tools target.
+FROM build AS tools-build
+COPY tsconfig.tools.json ./
 COPY scripts ./scripts
+COPY test/support ./test/support
 RUN npm run build
 
-FROM node:24-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS base
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -23,10 +32,19 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund \
   && rm -rf node_modules/typescript \
   && npm cache clean --force
-COPY --from=build /app/dist ./dist
 # The mock provider's journal lives here (a volume in compose).
 RUN mkdir -p /data && chown node:node /data
 USER node
+
+# The runtime image with the demo and the audit beside it, to run inside the
+# compose network (compose's demo service); never deployed.
+FROM base AS tools
+COPY --from=tools-build /app/dist ./dist
+CMD ["node", "dist/scripts/demo.js"]
+
+# The runtime image, the default target.
+FROM base AS runtime
+COPY --from=build /app/dist ./dist
 EXPOSE 3000 4010
 # The API's liveness; compose overrides it for the worker and the provider.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

@@ -1,5 +1,6 @@
 // Three projects in `npm test`: unit specs beside the code; database specs
-// (*.db-spec.ts) beside the repositories, against the real Postgres; e2e specs
+// (*.db-spec.ts) beside the repositories, and in test/database/ those that
+// span every feature, against the real Postgres; e2e specs
 // in test/ against real Postgres, Redis and a mock-provider process. A fourth,
 // scale, runs only with `npm run test:scale`. NestJS 12 ships
 // ESM only, which jest loads from these CommonJS test files through
@@ -15,7 +16,7 @@ module.exports = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform,
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts', '<rootDir>/test/support/**/*.spec.ts'],
     },
     {
       // The statements the guarantees rest on, beside their repositories, run
@@ -23,7 +24,7 @@ module.exports = {
       displayName: 'database',
       testEnvironment: 'node',
       transform,
-      testMatch: ['<rootDir>/src/**/*.db-spec.ts'],
+      testMatch: ['<rootDir>/src/**/*.db-spec.ts', '<rootDir>/test/database/**/*.db-spec.ts'],
       globalSetup: '<rootDir>/test/global-setup.ts',
     },
     {

@@ -4,13 +4,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { type Figures, round } from './bench/measure';
-import type { PrivatePostgres } from './lib/private-postgres';
-import { STANDBY_NAME, startReplicatedPostgres } from './lib/private-standby';
+import type { PrivatePostgres } from '../test/support/private-postgres';
+import { STANDBY_NAME, startReplicatedPostgres } from '../test/support/private-standby';
 
 /**
  * `npm run bench:standby -- [bench options]`: what waiting for a synchronous
  * standby costs. One private primary streams to a hot standby
- * (scripts/lib/private-standby.ts); the bench's create scenario runs against
+ * (test/support/private-standby.ts); the bench's create scenario runs against
  * the primary twice, first with synchronous_commit = on (each commit waits
  * until the standby has flushed it), then with synchronous_commit = local
  * (the same standby still streaming, no commit waiting for it). The options

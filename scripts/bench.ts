@@ -24,10 +24,10 @@ import {
   storm,
   withNewKey,
 } from './bench/measure';
-import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from './lib/processes';
-import { partitionByClient } from './lib/partition-by-client';
-import { databaseUrlNamed, openScratchDatabase } from './lib/scratch-database';
-import { dropWorkerQueues } from './lib/worker-queues';
+import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from '../test/support/processes';
+import { partitionByClient } from '../test/support/partition-by-client';
+import { databaseUrlNamed, openScratchDatabase } from '../test/support/scratch-database';
+import { dropWorkerQueues } from '../test/support/worker-queues';
 
 const LOADS = ['create', 'replay', 'get', 'list'] as const;
 const SCENARIOS = [...LOADS, 'storm', 'prune', 'backlog'] as const;

@@ -18,13 +18,13 @@ import {
   judge,
   missingEvents,
 } from './chaos/verdict';
-import { type PrivatePgBouncer, QUERY_WAIT_TIMEOUT_S, startPrivatePgBouncer } from './lib/private-pgbouncer';
-import { type PrivatePostgres, startPrivatePostgres } from './lib/private-postgres';
-import { type PrivateRedis, freePort, startPrivateRedis } from './lib/private-redis';
-import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
-import { type Random, mulberry32 } from './lib/random';
-import { startProvider } from './lib/processes';
-import { type Behaviour, WebhookReceiver } from './lib/webhook-receiver';
+import { type PrivatePgBouncer, QUERY_WAIT_TIMEOUT_S, startPrivatePgBouncer } from '../test/support/private-pgbouncer';
+import { type PrivatePostgres, startPrivatePostgres } from '../test/support/private-postgres';
+import { type PrivateRedis, freePort, startPrivateRedis } from '../test/support/private-redis';
+import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from '../test/support/scratch-database';
+import { type Random, mulberry32 } from '../test/support/random';
+import { startProvider } from '../test/support/processes';
+import { type Behaviour, WebhookReceiver } from '../test/support/webhook-receiver';
 import type { EventType } from '../src/ledger/outbox';
 
 /**

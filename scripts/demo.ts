@@ -10,9 +10,9 @@ import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
 import { providerKeyFor } from '../src/ledger/payment-id';
 import { runAudit } from './audit';
-import type { components, paths } from './lib/api-types';
-import { type ManagedProcess, type ProcessExit, startApiProcess } from './lib/processes';
-import { WebhookReceiver } from './lib/webhook-receiver';
+import type { components, paths } from './generated/api-types';
+import { type ManagedProcess, type ProcessExit, startApiProcess } from '../test/support/processes';
+import { WebhookReceiver } from '../test/support/webhook-receiver';
 
 /**
  * `npm run demo`: a narrated walk through what the service exists for, against

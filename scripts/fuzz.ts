@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { loadConfigOrExit } from '../src/config/app-config';
 import { type FuzzSummary, runFuzz } from './fuzz/engine';
-import { databaseUrlNamed, openMigratedDatabase } from './lib/scratch-database';
+import { databaseUrlNamed, openMigratedDatabase } from '../test/support/scratch-database';
 
 /**
  * `npm run fuzz -- --runs N [--seed S] [--json]`: the property-based fuzz run

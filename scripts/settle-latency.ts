@@ -5,10 +5,10 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
-import { freePort } from './lib/private-redis';
-import { databaseUrlNamed, emptyTables, openScratchDatabase, waitUntilNonePending } from './lib/scratch-database';
-import { dropWorkerQueues } from './lib/worker-queues';
-import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from './lib/processes';
+import { freePort } from '../test/support/private-redis';
+import { databaseUrlNamed, emptyTables, openScratchDatabase, waitUntilNonePending } from '../test/support/scratch-database';
+import { dropWorkerQueues } from '../test/support/worker-queues';
+import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from '../test/support/processes';
 
 /**
  * `npm run settle-latency -- [--payments 5] [--settle-ms 3000]`: how long a

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import request from 'supertest';
 import type { AuditReport } from '../scripts/lib/ledger-audit';
-import { freePort } from '../scripts/lib/private-redis';
+import { freePort } from './support/private-redis';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
 import { TEST_DATABASE_URL } from './support/test-env';

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { CrashPointName } from '../src/config/app-config';
-import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
+import type { ApiProcess, WorkerProcess } from './support/processes';
 import { IdempotencyRepository } from '../src/ledger/idempotency.repository';
 import { Ledger } from '../src/ledger/ledger.service';
 import { PaymentsRepository } from '../src/ledger/payments.repository';

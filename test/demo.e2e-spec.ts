@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { freePort } from '../scripts/lib/private-redis';
-import type { ApiProcess, WorkerProcess } from '../scripts/lib/processes';
+import { freePort } from './support/private-redis';
+import type { ApiProcess, WorkerProcess } from './support/processes';
 import { ProcessStack } from './support/process-stack';
 import { TEST_DATABASE_URL } from './support/test-env';
 

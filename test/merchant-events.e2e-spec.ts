@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { WorkerProcess } from '../scripts/lib/processes';
-import { type PrivateRedis, startPrivateRedis } from '../scripts/lib/private-redis';
-import { type Receipt, WebhookReceiver } from '../scripts/lib/webhook-receiver';
+import type { WorkerProcess } from './support/processes';
+import { type PrivateRedis, startPrivateRedis } from './support/private-redis';
+import { type Receipt, WebhookReceiver } from './support/webhook-receiver';
 import type { EventResource } from '../src/merchant-events/event';
 import { eventually } from './support/eventually';
 import { PaymentsClient, useProcessStack } from './support/process-stack';

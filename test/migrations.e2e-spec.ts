@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { databaseUrlNamed, openScratchDatabase } from '../scripts/lib/scratch-database';
+import { databaseUrlNamed, openScratchDatabase } from './support/scratch-database';
 import { TEST_DATABASE_URL } from './support/test-env';
 
 /** The migration command as an operator runs it (dist/, a database of this spec's own). */

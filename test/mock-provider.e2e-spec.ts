@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { type Charge, type ProviderProcess, startProvider } from '../scripts/lib/processes';
+import { type Charge, type ProviderProcess, startProvider } from './support/processes';
 import type { ChargeEvent } from '../src/mock-provider/mock-provider.types';
 import { eventually } from './support/eventually';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { seedStaleBacklog } from '../scripts/bench/backlog';
-import type { WorkerProcess } from '../scripts/lib/processes';
+import type { WorkerProcess } from './support/processes';
 import { RECONCILIATION_QUEUE } from '../src/reconciliation/reconciliation.constants';
 import { eventually } from './support/eventually';
 import { crashPointReached, logged, useProcessStack } from './support/process-stack';

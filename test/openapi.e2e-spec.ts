@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import createClient from 'openapi-fetch';
-import type { paths } from '../scripts/lib/api-types';
+import type { paths } from '../scripts/generated/api-types';
 import { GENERATED, typesFor } from '../scripts/openapi';
 import { useProcessStack } from './support/process-stack';
 import { eventually } from './support/eventually';

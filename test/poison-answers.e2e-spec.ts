@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import type { WorkerProcess } from '../scripts/lib/processes';
+import type { WorkerProcess } from './support/processes';
 import { eventually } from './support/eventually';
 import { useProcessStack } from './support/process-stack';
 

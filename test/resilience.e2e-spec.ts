@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { type ProviderProcess, startProvider } from '../scripts/lib/processes';
+import { type ProviderProcess, startProvider } from './support/processes';
 import { eventually } from './support/eventually';
 import { type InProcessStack, startInProcessStack } from './support/in-process-app';
 import { createClient } from './support/test-env';

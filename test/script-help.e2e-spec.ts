@@ -1,14 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { databaseUrlNamed } from '../scripts/lib/scratch-database';
+import { databaseUrlNamed } from './support/scratch-database';
 import { TEST_DATABASE_URL } from './support/test-env';
 
 jest.setTimeout(60_000);
 
 /** Every operator-facing script, as `npm run <name>` runs it from dist/. */
 const SCRIPTS: [name: string, entry: string][] = [
-  ['start:all', 'scripts/start-all.js'],
+  ['start:all', 'src/start-all.js'],
   ['migration:run', 'src/database/migrate.js'],
   ['client:create', 'src/clients/client-create.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],

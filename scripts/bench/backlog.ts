@@ -2,8 +2,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import type { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/app-config';
-import { startWorkerProcess } from '../lib/processes';
-import { type Figures, type Target, cpuMs, load, round } from './measure';
+import { startWorkerProcess } from '../../test/support/processes';
+import { type Figures, type Target, load, round } from './measure';
+import { cpuMs } from './process-cpu';
 
 export interface BacklogFigures {
   payments: number;

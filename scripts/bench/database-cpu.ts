@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { DataSource } from 'typeorm';
 import { ANALYZER_APPLICATION } from './analyzer';
-import { cpuMs } from './measure';
+import { cpuMs } from './process-cpu';
 
 /** CPU in ms per Postgres backend process, by pid. */
 export type BackendCpu = ReadonlyMap<number, number>;

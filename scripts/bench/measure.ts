@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import autocannon from 'autocannon';
 import type { BackendCpu, DatabaseCpu } from './database-cpu';
+import { cpuMs } from './process-cpu';
 
 /** What one load gives: throughput, latency, failures, and the server's CPU per request. */
 export interface Figures {
@@ -24,16 +24,6 @@ export interface Figures {
 export interface Target {
   url: string;
   pid: number;
-}
-
-const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-
-/** utime + stime of a process in ms, from /proc (process.cpuUsage only knows this process). */
-export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 14th and 15th.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
 }
 
 /** CPU spent between two samples: a backend new in `after` started in between, so all of its CPU counts. */

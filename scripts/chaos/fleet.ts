@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../lib/random';
+import type { Random } from '../../test/support/random';
 import {
   type ApiProcess,
   type ManagedProcess,
@@ -7,9 +7,9 @@ import {
   isHealthy,
   startApiProcess,
   startWorkerProcess,
-} from '../lib/processes';
-import type { PrivatePostgres, StopMode } from '../lib/private-postgres';
-import type { PrivateRedis } from '../lib/private-redis';
+} from '../../test/support/processes';
+import type { PrivatePostgres, StopMode } from '../../test/support/private-postgres';
+import type { PrivateRedis } from '../../test/support/private-redis';
 import type { Outage } from './verdict';
 
 const READY_POLL_MS = 50;

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../lib/random';
-import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../lib/payment-client';
+import type { Random } from '../../test/support/random';
+import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../../test/support/payment-client';
 import type { Exchange } from './verdict';
 
 /**
  * The chaos run's clients: a paced stream of payment operations, each sent by
- * a careful client (lib/payment-client.ts) that retries with the same key.
+ * a careful client (test/support/payment-client.ts) that retries with the same key.
  */
 
 /** The provider's test tokens, weighted: mostly charges, with a good share of lost and late replies. */

@@ -1,6 +1,6 @@
 import type { AuditReport, Example } from '../lib/ledger-audit';
-import type { HttpReply, Reply } from '../lib/payment-client';
-import type { Receipt } from '../lib/webhook-receiver';
+import type { HttpReply, Reply } from '../../test/support/payment-client';
+import type { Receipt } from '../../test/support/webhook-receiver';
 import type { EventResource } from '../../src/merchant-events/event';
 import type { EventType } from '../../src/ledger/outbox';
 import type { PaymentStatus } from '../../src/ledger/payments.table';
@@ -159,6 +159,34 @@ interface Verdict {
   };
   examples?: Record<string, Example[]>;
 }
+
+/**
+ * The counts of a run where nothing went wrong: ok, and every one zero. The
+ * specs hold a run's verdict to it (toMatchObject); a new kind of violation
+ * fails to compile here until it is added.
+ */
+export const CLEAN_VERDICT = {
+  ok: true,
+  double_charges: 0,
+  orphan_charges: 0,
+  lost: 0,
+  non_terminal: 0,
+  // None left open by the reconciliation ladder when the drain ended, poisoned answers included.
+  pending_after_drain: 0,
+  events_missing: 0,
+  events_split: 0,
+  violations: {
+    contradicted: 0,
+    reuse_not_refused: 0,
+    server_errors: 0,
+    audit: 0,
+    hangs: 0,
+    not_recovered: 0,
+    unexpected_exits: 0,
+    events_unverified: 0,
+    events_foreign: 0,
+  },
+} as const satisfies Partial<Verdict>;
 
 /**
  * What a final answer promised: the status it told, and the statuses the

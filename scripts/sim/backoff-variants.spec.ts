@@ -1,6 +1,6 @@
 import { backoffDelayMs, exponentialMs } from '../../src/provider/retry-policy';
-import { draws } from '../lib/draws.fixture';
-import { mulberry32 } from '../lib/random';
+import { draws } from '../../test/support/draws.fixture';
+import { mulberry32 } from '../../test/support/random';
 import { BACKOFF_VARIANTS, type BackoffVariant, variantDelayMs } from './backoff-variants';
 
 const base = 100;

@@ -1,5 +1,5 @@
 import { backoffDelayMs, exponentialMs } from '../../src/provider/retry-policy';
-import type { Random } from '../lib/random';
+import type { Random } from '../../test/support/random';
 
 /**
  * The five backoffs of the storm (the seed's section 04). 'full' and 'equal'

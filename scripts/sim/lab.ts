@@ -2,7 +2,7 @@ import { loadConfig } from '../../src/config/app-config';
 import { type AttemptFailure, ruleFor } from '../../src/provider/provider-errors';
 import { RetryBudget } from '../../src/provider/retry-budget';
 import { type RetryClock, retry } from '../../src/provider/retry-policy';
-import { mulberry32 } from '../lib/random';
+import { mulberry32 } from '../../test/support/random';
 import { BACKOFF_VARIANTS, type BackoffVariant, variantDelayMs } from './backoff-variants';
 
 /**

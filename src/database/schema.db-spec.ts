@@ -1,5 +1,5 @@
 import { useTestDatabase } from '../../test/support/test-database';
-import { TABLES } from './tables';
+import { TABLES } from '../../test/support/tables';
 
 interface SchemaColumn {
   name: string;

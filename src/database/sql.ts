@@ -8,7 +8,7 @@ import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
  * transaction, goes straight to its pool: through TypeORM, each makes,
  * connects and releases a QueryRunner and broadcasts query events nobody
  * listens to: about a fifth more of this process's CPU per statement
- * (scripts/statement-bench.ts).
+ * (measured by scripts/statement-bench.ts, a one-off now in git history only).
  * As through TypeORM, a statement's failure is wrapped in QueryFailedError
  * (a failure to get a connection is not), so that it is read
  * (isUniqueViolation, the envelope) and logged (never its parameters) the

@@ -1,6 +1,6 @@
 import type { ProviderCharge } from '../provider/provider.client';
 import type { Payment } from './payments.table';
-import { aPayment } from '../payments/payment.fixture';
+import { aPayment } from './payment.fixture';
 import { finalResponseFor, outcomeOfCharge } from './payment-outcome';
 
 const charge = (overrides: Partial<ProviderCharge>): ProviderCharge => ({

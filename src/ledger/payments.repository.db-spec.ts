@@ -4,8 +4,8 @@ import { FINGERPRINT, LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../
 import { loadConfig } from '../config/app-config';
 import { isUniqueViolation } from '../database/sql';
 import type { Lease } from './lease';
+import { newPaymentId, providerKeyFor } from './payment-id';
 import { decisionOf } from './ledger.service';
-import { newPendingPayment } from '../payments/payment';
 import { type FinalOutcome, finalResponseFor } from './payment-outcome';
 import { ACTIVE_ORDER_INDEX, type Payment } from './payments.table';
 
@@ -288,14 +288,19 @@ describe('PaymentsRepository on Postgres', () => {
       ['failed', { status: 'failed', providerChargeId: 'ch_2', failureCode: 'card_declined', failureMessage: 'No "way" \\ é' }],
     ] as const)('stores the very bytes the moved row renders to (%s), whatever the client wrote', async (_name, outcome) => {
       const lease: Lease = { clientId, key: randomUUID(), token: randomUUID() };
-      const body = {
+      const id = newPaymentId();
+      const newRow = {
+        id,
+        clientId,
         amount: 4_321,
         currency: 'EUR',
-        payment_method: 'pm_card_ok',
+        paymentMethod: 'pm_card_ok',
+        orderId: null,
         description: 'quote " backslash \\ newline \n tab \t bell \u0007 é 😀 \u2028 </script>',
         metadata: { zeta: 'last', '10': 'ten', alpha: '"quoted"', '2': 'two', 'a long key': '\u0001' },
+        providerKey: providerKeyFor(id),
       };
-      const payment = (await payments().insertPendingUnderClaim(manager(), newPendingPayment(clientId, body), {
+      const payment = (await payments().insertPendingUnderClaim(manager(), newRow, {
         lease,
         fingerprint: FINGERPRINT,
         leaseMs: LEASE_MS,

@@ -8,7 +8,7 @@ import { strictMock } from '../common/strict-mock.fixture';
 import { loadConfig } from '../config/app-config';
 import { Metrics } from '../metrics/metrics';
 import { toResource } from '../ledger/payment-resource';
-import { aPayment } from '../payments/payment.fixture';
+import { aPayment } from '../ledger/payment.fixture';
 import type { EventRecord } from '../ledger/events.table';
 import type { ClaimedDelivery, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WebhookDispatcher } from './webhook-dispatcher.service';

@@ -1,5 +1,6 @@
-import { type RecordOf, col, defineTable } from '../database/table';
+import { col, defineTable } from '../database/table';
 
+/** Where one client's events are pushed. */
 export const webhookEndpointsTable = defineTable('webhook_endpoints', {
   id: col.uuid('id'),
   clientId: col.uuid('client_id'),
@@ -8,6 +9,3 @@ export const webhookEndpointsTable = defineTable('webhook_endpoints', {
   secret: col.text('secret'),
   createdAt: col.timestamptz('created_at'),
 });
-
-/** Where one client's events are pushed. */
-export type WebhookEndpoint = RecordOf<typeof webhookEndpointsTable>;

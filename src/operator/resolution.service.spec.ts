@@ -1,5 +1,5 @@
 import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
-import { aPayment } from '../payments/payment.fixture';
+import { aPayment } from '../ledger/payment.fixture';
 import { type ResolveCommand, ResolutionService } from './resolution.service';
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };

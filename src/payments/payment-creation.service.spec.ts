@@ -8,7 +8,7 @@ import type { KeyState } from '../ledger/idempotency.repository';
 import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
-import { aPayment } from './payment.fixture';
+import { aPayment } from '../ledger/payment.fixture';
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
 

@@ -1,5 +1,5 @@
-import { draws } from '../../scripts/lib/draws.fixture';
-import { mulberry32 } from '../../scripts/lib/random';
+import { draws } from '../../test/support/draws.fixture';
+import { mulberry32 } from '../../test/support/random';
 import { type AttemptFailure, ruleFor } from './provider-errors';
 import { RetryBudget } from './retry-budget';
 import { type RetryClock, type RetryPolicy, backoffDelayMs, exponentialMs, retry } from './retry-policy';

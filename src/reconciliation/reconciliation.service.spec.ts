@@ -8,7 +8,7 @@ import type { Lease } from '../ledger/lease';
 import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
-import { aPayment } from '../payments/payment.fixture';
+import { aPayment } from '../ledger/payment.fixture';
 import type { Payment } from '../ledger/payments.table';
 import type { ProviderCharge } from '../provider/provider.client';
 import { JobName, RECONCILE_JOB_PAYMENTS } from './reconciliation.constants';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { runAudit } from '../../scripts/audit';
-import { type PrivateRedisCluster, startPrivateRedisCluster } from '../../scripts/lib/private-redis-cluster';
-import { isHealthy } from '../../scripts/lib/processes';
+import { type PrivateRedisCluster, startPrivateRedisCluster } from '../support/private-redis-cluster';
+import { isHealthy } from '../support/processes';
 import { bullConnection } from '../../src/common/redis-client';
 import { loadConfig } from '../../src/config/app-config';
 import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';

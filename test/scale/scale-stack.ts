@@ -6,9 +6,9 @@ import {
   startApiProcess,
   startProvider,
   startWorkerProcess,
-} from '../../scripts/lib/processes';
-import { emptyTables } from '../../scripts/lib/scratch-database';
-import { WebhookReceiver } from '../../scripts/lib/webhook-receiver';
+} from '../support/processes';
+import { emptyTables } from '../support/scratch-database';
+import { WebhookReceiver } from '../support/webhook-receiver';
 import { createDataSource } from '../../src/database/data-source';
 import { eventually } from '../support/eventually';
 import { PaymentsClient, type Reply } from '../support/process-stack';

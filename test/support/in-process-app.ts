@@ -4,9 +4,9 @@ import { NestFactory } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
 import type { App } from 'supertest/types';
 import { DataSource } from 'typeorm';
-import { type ProviderProcess, startProvider } from '../../scripts/lib/processes';
-import { freePort } from '../../scripts/lib/private-redis';
-import { emptyTables } from '../../scripts/lib/scratch-database';
+import { type ProviderProcess, startProvider } from './processes';
+import { freePort } from './private-redis';
+import { emptyTables } from './scratch-database';
 import { AppModule } from '../../src/app.module';
 import { configureHttpApp } from '../../src/http-app';
 import type { AppConfig } from '../../src/config/app-config';
@@ -57,7 +57,7 @@ export class InProcessStack {
   provider!: ProviderProcess;
   config!: AppConfig;
   app!: INestApplication;
-  /** e.g. http://127.0.0.1:40123, for supertest and for the HTTP clients in scripts/lib. */
+  /** e.g. http://127.0.0.1:40123, for supertest and for the HTTP clients in test/support. */
   url!: string;
   /** Where the API serves GET /metrics (its own port, as in production). */
   metricsUrl!: string;

@@ -9,8 +9,8 @@ import {
   startApiProcess,
   startProvider,
   startWorkerProcess,
-} from '../../scripts/lib/processes';
-import { emptyTables } from '../../scripts/lib/scratch-database';
+} from './processes';
+import { emptyTables } from './scratch-database';
 import { createDataSource } from '../../src/database/data-source';
 import {
   TEST_DATABASE_URL,

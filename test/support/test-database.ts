@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { emptyTables } from '../../scripts/lib/scratch-database';
+import { emptyTables } from './scratch-database';
 import { createDataSource } from '../../src/database/data-source';
 import { TEST_DATABASE_URL, assertTestDatabase } from './test-env';
 

@@ -3,7 +3,7 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { type AppConfig, loadConfig } from '../../src/config/app-config';
-import { dropWorkerQueues } from '../../scripts/lib/worker-queues';
+import { dropWorkerQueues } from './worker-queues';
 
 /**
  * What the in-process app and the process stack share: the test database,

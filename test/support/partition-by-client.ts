@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { apiClientsTable } from '../../src/clients/clients.table';
-import { TABLES } from '../../src/database/tables';
+import { TABLES } from './tables';
 
 /** Every table but the directory of clients, which is read by API key before any client is known. */
 export const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable).map((table) => table.name);
@@ -10,7 +10,7 @@ export const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable)
  * table hash-partitioned by client_id, with the same columns, checks,
  * defaults, keys, indexes, foreign keys and triggers, each under its own
  * name: `<table>_p0` … are its partitions. The proof that the hot statements
- * stay on one client's rows (src/database/sharding.db-spec.ts), and the
+ * stay on one client's rows (test/database/sharding.db-spec.ts), and the
  * bench's measure of what partitioning costs (docs/scaling.md).
  */
 export async function partitionByClient(dataSource: DataSource, partitions: number): Promise<void> {

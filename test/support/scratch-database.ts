@@ -4,7 +4,7 @@ import type { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
 import { ensureDatabase } from '../../src/database/ensure-database';
 import { migrate } from '../../src/database/migrate';
-import { TABLES } from '../../src/database/tables';
+import { TABLES } from './tables';
 
 /**
  * Databases of the tests and the scripts' own (bench, chaos, settle-latency):

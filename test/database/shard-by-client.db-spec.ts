@@ -1,8 +1,8 @@
 import type { DataSource } from 'typeorm';
-import { migrations } from '../../migrations';
+import { migrations } from '../../migrations/index';
 import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
-import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../../scripts/lib/scratch-database';
-import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
+import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../support/scratch-database';
+import { createClient, TEST_DATABASE_URL } from '../support/test-env';
 
 /**
  * ShardByClient on a database that already holds payments: the rows stay, the

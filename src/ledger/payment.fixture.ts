@@ -1,4 +1,4 @@
-import type { Payment } from '../ledger/payments.table';
+import type { Payment } from './payments.table';
 
 /** A payment row for unit specs: pending, 500 USD, with whatever the test overrides. */
 export function aPayment(overrides: Partial<Payment> = {}): Payment {

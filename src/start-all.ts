@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { API_NODE_FLAGS } from '../src/config/api-node-flags';
+import { API_NODE_FLAGS } from './config/api-node-flags';
 
 /**
  * `npm run start:all`: the whole stack on one machine without Docker. Applies
@@ -15,10 +15,8 @@ import { API_NODE_FLAGS } from '../src/config/api-node-flags';
  * short. Each child also has an IPC channel to this process and stops when it
  * closes, so a start:all that is killed outright leaves nothing behind.
  */
-const dist = join(__dirname, '..', 'src');
-
 function run(name: string, script: string, nodeFlags: readonly string[] = []): ChildProcess {
-  const child = spawn(process.execPath, [...nodeFlags, join(dist, script)], {
+  const child = spawn(process.execPath, [...nodeFlags, join(__dirname, script)], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     detached: true,
   });

@@ -1,6 +1,6 @@
 /**
  * The three processes of the stack as real children, for the e2e tests and for
- * scripts run with plain Node (this file compiles to dist/scripts/lib/, so it
+ * scripts run with plain Node (this file compiles to dist/test/support/, so it
  * uses no jest API). Assumes dist/ is built.
  *
  * Every child gets an IPC channel and leaves when it closes, so none outlives
@@ -17,7 +17,7 @@ import type { Charge, ListedChargeEvent } from '../../src/mock-provider/mock-pro
 
 export type { Charge, ListedChargeEvent };
 
-/** dist/, whether this file runs from source (ts-jest) or compiled into dist/scripts/lib. */
+/** dist/, whether this file runs from source (ts-jest) or compiled into dist/test/support. */
 const DIST = __dirname.includes(`${sep}dist${sep}`) ? resolve(__dirname, '../..') : resolve(__dirname, '../../dist');
 const DIST_SRC = join(DIST, 'src');
 /**

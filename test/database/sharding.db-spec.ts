@@ -1,20 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
-import { CLIENT_TABLES, partitionByClient } from '../../scripts/lib/partition-by-client';
-import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../../scripts/lib/scratch-database';
-import { createClient, TEST_DATABASE_URL } from '../../test/support/test-env';
-import { eventually } from '../../test/support/eventually';
-import { ClientsRepository } from '../clients/clients.repository';
-import { loadConfig } from '../config/app-config';
-import { decisionOf } from '../ledger/ledger.service';
-import { IdempotencyRepository } from '../ledger/idempotency.repository';
-import { type Lease } from '../ledger/lease';
-import { EventsRepository } from '../merchant-events/events.repository';
-import { type DeliveryClaim, WebhookDeliveriesRepository } from '../merchant-events/webhook-deliveries.repository';
-import { newPendingPayment } from '../payments/payment';
-import { PaymentsRepository } from '../ledger/payments.repository';
-import type { Payment } from '../ledger/payments.table';
-import { ProcessedMessagesRepository } from '../provider-events/processed-messages.repository';
+import { CLIENT_TABLES, partitionByClient } from '../support/partition-by-client';
+import { databaseUrlNamed, dropDatabase, openScratchDatabase } from '../support/scratch-database';
+import { createClient, TEST_DATABASE_URL } from '../support/test-env';
+import { eventually } from '../support/eventually';
+import { ClientsRepository } from '../../src/clients/clients.repository';
+import { loadConfig } from '../../src/config/app-config';
+import { decisionOf } from '../../src/ledger/ledger.service';
+import { IdempotencyRepository } from '../../src/ledger/idempotency.repository';
+import { type Lease } from '../../src/ledger/lease';
+import { EventsRepository } from '../../src/merchant-events/events.repository';
+import { type DeliveryClaim, WebhookDeliveriesRepository } from '../../src/merchant-events/webhook-deliveries.repository';
+import { newPendingPayment } from '../../src/payments/payment';
+import { PaymentsRepository } from '../../src/ledger/payments.repository';
+import type { Payment } from '../../src/ledger/payments.table';
+import { ProcessedMessagesRepository } from '../../src/provider-events/processed-messages.repository';
 
 /**
  * The schema shards by client: every statement on the hot paths that works
