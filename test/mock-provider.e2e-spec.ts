@@ -6,20 +6,29 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { type Charge, type ProviderProcess, startProvider } from './support/processes';
-import type { ChargeEvent } from '../src/mock-provider/mock-provider.types';
+import type { ProviderEvent, Refund } from '../src/mock-provider/mock-provider.types';
 import { eventually } from './support/eventually';
 
 jest.setTimeout(30_000);
 
 const newKey = () => `key_${randomUUID()}`;
 
-function postCharge(
+type PostInit = { signal?: AbortSignal; headers?: Record<string, string> };
+
+const postCharge = (provider: ProviderProcess, key: string | undefined, body: Record<string, unknown>, init?: PostInit) =>
+  post(provider, '/charges', key, body, init);
+
+const postRefund = (provider: ProviderProcess, key: string | undefined, body: Record<string, unknown>, init?: PostInit) =>
+  post(provider, '/refunds', key, body, init);
+
+function post(
   provider: ProviderProcess,
+  path: '/charges' | '/refunds',
   key: string | undefined,
   body: Record<string, unknown>,
-  init: { signal?: AbortSignal; headers?: Record<string, string> } = {},
+  init: PostInit = {},
 ): Promise<Response> {
-  return fetch(`${provider.url}/charges`, {
+  return fetch(`${provider.url}${path}`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -41,6 +50,23 @@ const chargeBody = (paymentMethod: string, overrides: Record<string, unknown> = 
 
 const getCharge = (provider: ProviderProcess, key: string) =>
   fetch(`${provider.url}/charges/${encodeURIComponent(key)}`);
+
+const getRefund = (provider: ProviderProcess, key: string) =>
+  fetch(`${provider.url}/refunds/${encodeURIComponent(key)}`);
+
+const listRefunds = async (provider: ProviderProcess) => (await (await fetch(`${provider.url}/refunds`)).json()) as Refund[];
+
+/** A charge made with `paymentMethod` (1000 EUR), and the body of a refund of it. */
+async function charged(provider: ProviderProcess, paymentMethod: string) {
+  const charge = (await (await postCharge(provider, newKey(), chargeBody(paymentMethod))).json()) as Charge;
+  const refundBody = (overrides: Record<string, unknown> = {}) => ({
+    charge: charge.id,
+    amount: 400,
+    reference: `re_${randomUUID()}`,
+    ...overrides,
+  });
+  return { charge, refundBody };
+}
 
 describe('mock provider (spawned process)', () => {
   const SLOW_REPLY_MS = 300;
@@ -310,6 +336,197 @@ describe('mock provider (spawned process)', () => {
   });
 });
 
+describe('mock provider refunds (spawned process)', () => {
+  const SLOW_REPLY_MS = 300;
+  const SETTLE_MS = 1_000;
+  let provider: ProviderProcess;
+
+  beforeAll(async () => {
+    provider = await startProvider({
+      PROVIDER_WEBHOOK_URL: '',
+      PROVIDER_SLOW_REPLY_MS: String(SLOW_REPLY_MS),
+      PROVIDER_PENDING_SETTLE_MS: String(SETTLE_MS),
+    });
+  });
+
+  afterAll(async () => {
+    await provider?.stop();
+  });
+
+  const refundError = async (response: Response) => ({ status: response.status, body: (await response.json()) as unknown });
+  const error = (status: number, code: string) => ({ status, body: { error: { code, message: expect.any(String) } } });
+
+  it('pm_card_ok: 201 with the refund object, readable, listed and replayed as is', async () => {
+    const { charge, refundBody } = await charged(provider, 'pm_card_ok');
+    const key = newKey();
+    const body = refundBody();
+
+    const created = await postRefund(provider, key, body);
+    const refund = (await created.json()) as Refund;
+    const read = await getRefund(provider, key);
+    const replay = await postRefund(provider, key, body);
+
+    expect(created.status).toBe(201);
+    expect(refund).toEqual({
+      id: expect.stringMatching(/^rf_[0-9A-Z]{26}$/),
+      object: 'refund',
+      charge: charge.id,
+      amount: 400,
+      currency: 'EUR',
+      status: 'succeeded',
+      failure_code: null,
+      reference: body.reference,
+      idempotency_key: key,
+      created_at: expect.any(String),
+    });
+    expect(read.status).toBe(200);
+    expect(await read.json()).toEqual(refund);
+    expect(replay.status).toBe(201);
+    expect(await replay.json()).toEqual(refund);
+    expect((await listRefunds(provider)).filter((each) => each.idempotency_key === key)).toEqual([refund]);
+  });
+
+  it('answers 422 idempotency_key_reused for a key reused with other parameters, keeping the first refund', async () => {
+    const { refundBody } = await charged(provider, 'pm_card_ok');
+    const key = newKey();
+    const body = refundBody();
+    const first = (await (await postRefund(provider, key, body)).json()) as Refund;
+
+    const reused = await postRefund(provider, key, { ...body, amount: 300 });
+
+    expect(await refundError(reused)).toEqual(error(422, 'idempotency_key_reused'));
+    expect(await (await getRefund(provider, key)).json()).toEqual(first);
+  });
+
+  it('answers 422 amount_too_large past what the refunds that did not fail leave of the charge', async () => {
+    const { charge, refundBody } = await charged(provider, 'pm_card_ok');
+    await postRefund(provider, newKey(), refundBody({ amount: 600 }));
+
+    const tooLarge = await postRefund(provider, newKey(), refundBody({ amount: 401 }));
+    const rest = await postRefund(provider, newKey(), refundBody({ amount: 400 }));
+
+    expect(await refundError(tooLarge)).toEqual(error(422, 'amount_too_large'));
+    expect(rest.status).toBe(201);
+    const ofCharge = (await listRefunds(provider)).filter((each) => each.charge === charge.id);
+    expect(ofCharge.map((each) => each.amount)).toEqual([600, 400]);
+  });
+
+  it('answers 422 charge_not_refundable for a charge that has not succeeded, 404 charge_not_found for none', async () => {
+    const declined = await charged(provider, 'pm_card_declined');
+    const pending = await charged(provider, 'pm_card_pending');
+    const before = await listRefunds(provider);
+
+    const ofDeclined = await postRefund(provider, newKey(), declined.refundBody());
+    const ofPending = await postRefund(provider, newKey(), pending.refundBody());
+    const ofNone = await postRefund(provider, newKey(), declined.refundBody({ charge: 'ch_never_made' }));
+
+    expect(await refundError(ofDeclined)).toEqual(error(422, 'charge_not_refundable'));
+    expect(await refundError(ofPending)).toEqual(error(422, 'charge_not_refundable'));
+    expect(await refundError(ofNone)).toEqual(error(404, 'charge_not_found'));
+    expect(await listRefunds(provider)).toEqual(before);
+  });
+
+  it.each<[string, boolean, Record<string, unknown>, string]>([
+    ['no Idempotency-Key', false, {}, 'idempotency_key_missing'],
+    ['an unknown field', true, { currency: 'EUR' }, 'parameter_unknown'],
+    ['no charge', true, { charge: undefined }, 'parameter_invalid'],
+    ['an amount of 0', true, { amount: 0 }, 'parameter_invalid'],
+    ['an amount as a string', true, { amount: '400' }, 'parameter_invalid'],
+    ['an empty reference', true, { reference: '' }, 'parameter_invalid'],
+  ])('answers 400 for %s and records nothing', async (_case, withKey, change, code) => {
+    const { refundBody } = await charged(provider, 'pm_card_ok');
+    const before = await listRefunds(provider);
+
+    const response = await postRefund(provider, withKey ? newKey() : undefined, refundBody(change));
+
+    expect(await refundError(response)).toEqual(error(400, code));
+    expect(await listRefunds(provider)).toEqual(before);
+  });
+
+  it('answers 404 refund_not_found for a key never received', async () => {
+    expect(await refundError(await getRefund(provider, newKey()))).toEqual(error(404, 'refund_not_found'));
+  });
+
+  it('pm_card_refund_fails: the charge succeeds, its refund fails with refund_declined and gives the amount back', async () => {
+    const { charge, refundBody } = await charged(provider, 'pm_card_refund_fails');
+
+    const refund = await postRefund(provider, newKey(), refundBody({ amount: 1000 }));
+    const again = await postRefund(provider, newKey(), refundBody({ amount: 1000 }));
+
+    expect(charge.status).toBe('succeeded');
+    expect(refund.status).toBe(201);
+    expect(await refund.json()).toMatchObject({ status: 'failed', failure_code: 'refund_declined' });
+    expect(again.status).toBe(201);
+  });
+
+  it('pm_card_refund_lost_response: the connection drops, yet the refund is recorded and replayed', async () => {
+    const { refundBody } = await charged(provider, 'pm_card_refund_lost_response');
+    const key = newKey();
+    const body = refundBody();
+
+    const lost: unknown = await postRefund(provider, key, body).catch((thrown: unknown) => thrown);
+    const recorded = (await (await getRefund(provider, key)).json()) as Refund;
+    const retry = await postRefund(provider, key, body);
+
+    expect(lost).toMatchObject({ message: 'fetch failed', cause: { code: 'UND_ERR_SOCKET' } });
+    expect(recorded.status).toBe('succeeded');
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual(recorded);
+  });
+
+  it('pm_card_refund_timeout: the first reply outlasts the client timeout, yet the refund is recorded', async () => {
+    const { refundBody } = await charged(provider, 'pm_card_refund_timeout');
+    const key = newKey();
+    const body = refundBody();
+
+    const timedOut: unknown = await postRefund(provider, key, body, { signal: AbortSignal.timeout(100) }).catch(
+      (thrown: unknown) => thrown,
+    );
+    const recorded = (await (await getRefund(provider, key)).json()) as Refund;
+    const started = Date.now();
+    const retry = await postRefund(provider, key, body);
+
+    expect((timedOut as Error).name).toBe('TimeoutError');
+    expect(recorded.status).toBe('succeeded');
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual(recorded);
+    expect(Date.now() - started).toBeLessThan(SLOW_REPLY_MS);
+  });
+
+  it('pm_card_refund_pending: pending at first, then succeeded', async () => {
+    const { refundBody } = await charged(provider, 'pm_card_refund_pending');
+    const key = newKey();
+
+    const created = (await (await postRefund(provider, key, refundBody())).json()) as Refund;
+    const settled = await eventually(
+      async () => {
+        const refund = (await (await getRefund(provider, key)).json()) as Refund;
+        return refund.status === 'succeeded' ? refund : undefined;
+      },
+      { what: 'the refund to settle' },
+    );
+
+    expect(created.status).toBe('pending');
+    expect(settled).toEqual({ ...created, status: 'succeeded' });
+  });
+
+  it('records exactly one refund for 20 concurrent POSTs with one key, and never more than the charge', async () => {
+    const { charge, refundBody } = await charged(provider, 'pm_card_ok');
+    const key = newKey();
+    const body = refundBody({ amount: 300 });
+
+    const sameKey = await Promise.all(Array.from({ length: 20 }, () => postRefund(provider, key, body)));
+    const otherKeys = await Promise.all(
+      Array.from({ length: 5 }, () => postRefund(provider, newKey(), refundBody({ amount: 300 }))),
+    );
+
+    expect(new Set(await Promise.all(sameKey.map(async (response) => ((await response.json()) as Refund).id))).size).toBe(1);
+    expect(otherKeys.map((response) => response.status).sort()).toEqual([201, 201, 422, 422, 422]);
+    const ofCharge = (await listRefunds(provider)).filter((each) => each.charge === charge.id);
+    expect(ofCharge.reduce((sum, each) => sum + each.amount, 0)).toBe(900);
+  });
+});
+
 describe('mock provider restarts', () => {
   let dir: string;
   const running: ProviderProcess[] = [];
@@ -350,6 +567,27 @@ describe('mock provider restarts', () => {
     expect(await second.charges()).toEqual(before);
     expect(replay.status).toBe(201);
     expect(await replay.json()).toEqual(before[0]);
+  });
+
+  it('keeps its refunds across a crash with PROVIDER_DATA_FILE, and replays them', async () => {
+    const env = { PROVIDER_DATA_FILE: join(dir, 'refunds.jsonl'), PROVIDER_PENDING_SETTLE_MS: '600000' };
+    const first = await start(env);
+    const { charge, refundBody } = await charged(first, 'pm_card_refund_pending');
+    const key = newKey();
+    const body = refundBody({ amount: 600 });
+    await postRefund(first, key, body);
+    const before = await listRefunds(first);
+
+    await first.kill();
+    const second = await start(env);
+    const replay = await postRefund(second, key, body);
+    const tooLarge = await postRefund(second, newKey(), refundBody({ amount: 401 }));
+
+    expect(before).toEqual([expect.objectContaining({ charge: charge.id, status: 'pending', idempotency_key: key })]);
+    expect(await listRefunds(second)).toEqual(before);
+    expect(replay.status).toBe(201);
+    expect(await replay.json()).toEqual(before[0]);
+    expect(tooLarge.status).toBe(422);
   });
 
   it('forgets its charges on restart without PROVIDER_DATA_FILE', async () => {
@@ -411,6 +649,21 @@ describe('mock provider with PROVIDER_FAILURE_RATE=1 and PROVIDER_LATENCY_MS', (
     expect(await provider.charges()).toEqual([]);
   });
 
+  it('POST /refunds and GET /refunds/:key are 503 after the latency, recording nothing; GET /refunds is spared', async () => {
+    const started = Date.now();
+
+    const created = await postRefund(provider, newKey(), { charge: 'ch_1', amount: 100, reference: 're_1' });
+    const read = await getRefund(provider, newKey());
+    const list = await fetch(`${provider.url}/refunds`);
+
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2 * LATENCY_MS - 1);
+    expect(created.status).toBe(503);
+    expect(await created.json()).toEqual({ error: { code: 'service_unavailable', message: expect.any(String) } });
+    expect(read.status).toBe(503);
+    expect(list.status).toBe(200);
+    expect(await list.json()).toEqual([]);
+  });
+
   it('GET /charges/:key is 503; GET /charges and /health are spared', async () => {
     const read = await getCharge(provider, newKey());
     const list = await fetch(`${provider.url}/charges`);
@@ -422,11 +675,37 @@ describe('mock provider with PROVIDER_FAILURE_RATE=1 and PROVIDER_LATENCY_MS', (
   });
 });
 
+describe('mock provider with PROVIDER_POISON_RATE=1', () => {
+  let provider: ProviderProcess;
+
+  beforeAll(async () => {
+    provider = await startProvider({ PROVIDER_WEBHOOK_URL: '', PROVIDER_POISON_RATE: '1' });
+  });
+
+  afterAll(async () => {
+    await provider?.stop();
+  });
+
+  it('poisons the 2xx answer of a refund, yet records the refund as usual', async () => {
+    await postCharge(provider, newKey(), chargeBody('pm_card_ok'));
+    const [charge] = await provider.charges();
+    const key = newKey();
+
+    const answer = await postRefund(provider, key, { charge: charge!.id, amount: 100, reference: 're_1' });
+    const text = await answer.text();
+    const [recorded] = await listRefunds(provider);
+
+    expect(answer.status).toBe(201);
+    expect(recorded).toMatchObject({ idempotency_key: key, status: 'succeeded', amount: 100 });
+    expect(text).not.toBe(JSON.stringify(recorded));
+  });
+});
+
 /** One POST the receiver got, with the status it answered. */
 interface Delivery {
   headers: Record<string, string>;
   body: string;
-  event: ChargeEvent;
+  event: ProviderEvent;
   status: number;
 }
 
@@ -451,7 +730,7 @@ async function startReceiver() {
       const headers = Object.fromEntries(
         Object.entries(request.headers).map(([name, value]) => [name, String(value)]),
       );
-      const delivery: Delivery = { headers, body, event: JSON.parse(body) as ChargeEvent, status: 0 };
+      const delivery: Delivery = { headers, body, event: JSON.parse(body) as ProviderEvent, status: 0 };
       deliveries.push(delivery);
       delivery.status = receiver.answer(deliveries.filter((each) => each.event.id === delivery.event.id));
       response.writeHead(delivery.status).end();
@@ -547,6 +826,52 @@ describe('mock provider events (spawned process, real receiver)', () => {
     expect(Date.parse(settled!.created_at)).toBeGreaterThanOrEqual(settlesAt);
   });
 
+  it('emits signed refund events under the refund key, versions growing; a pending refund settles by itself', async () => {
+    const ok = await charged(provider, 'pm_card_ok');
+    const fails = await charged(provider, 'pm_card_refund_fails');
+    const pending = await charged(provider, 'pm_card_refund_pending');
+    const [okKey, failsKey, pendingKey] = [newKey(), newKey(), newKey()];
+    const refunds = new Map<string, Refund>();
+    for (const [key, refundBody] of [
+      [okKey, ok.refundBody],
+      [failsKey, fails.refundBody],
+      [pendingKey, pending.refundBody],
+    ] as const) {
+      refunds.set(key, (await (await postRefund(provider, key, refundBody())).json()) as Refund);
+    }
+
+    await acknowledged(receiver, pendingKey, 2);
+    await acknowledged(receiver, okKey, 1);
+    await acknowledged(receiver, failsKey, 1);
+
+    for (const { headers, body, event } of [okKey, failsKey, pendingKey].flatMap((key) => receiver.of(key))) {
+      expect(new Webhook(secret).verify(body, headers)).toEqual(event);
+      expect(headers['webhook-id']).toBe(event.id);
+    }
+    const dataOf = (key: string, version: number) => ({ ...refunds.get(key)!, provider_key: key, version });
+    expect(receiver.of(okKey).map((delivery) => delivery.event)).toEqual([
+      { id: expect.stringMatching(/^evt_/), type: 'refund.succeeded', created_at: expect.any(String), data: dataOf(okKey, 1) },
+    ]);
+    expect(receiver.of(failsKey).map((delivery) => delivery.event.data)).toEqual([
+      { ...dataOf(failsKey, 1), status: 'failed', failure_code: 'refund_declined' },
+    ]);
+    const pendingEvents = receiver
+      .of(pendingKey)
+      .map((delivery) => delivery.event)
+      .sort((a, b) => a.data.version - b.data.version);
+    expect(summary(pendingEvents)).toEqual(['refund.pending v1', 'refund.succeeded v2']);
+    expect(pendingEvents[1]!.data).toEqual({ ...dataOf(pendingKey, 2), status: 'succeeded' });
+    expect(pendingEvents[0]!.data.reference).toBe(refunds.get(pendingKey)!.reference);
+    const listed = await eventually(
+      async () => {
+        const ours = (await provider.events()).filter((event) => event.data.provider_key === pendingKey);
+        return ours.length === 2 && ours.every((event) => event.delivered) ? ours : undefined;
+      },
+      { what: 'the refund events listed as delivered' },
+    );
+    expect(listed).toEqual(pendingEvents.map((event) => ({ ...event, delivered: true, attempts: 1 })));
+  });
+
   it('redelivers an event, with the same webhook-id, until the receiver answers 2xx', async () => {
     const key = newKey();
     receiver.answer = (sameId) => (sameId.length <= 3 ? 500 : 200);
@@ -622,6 +947,19 @@ describe('mock provider events with the test knobs', () => {
     }
     const listed = (await provider.events()).filter((event) => keys.includes(event.data.provider_key));
     expect(listed.map((event) => [event.delivered, event.attempts])).toEqual(keys.map(() => [true, 1]));
+  });
+
+  it('with PROVIDER_WEBHOOK_DUPLICATE_RATE=1, a refund event arrives twice with the same id and body', async () => {
+    const provider = await start({ PROVIDER_WEBHOOK_DUPLICATE_RATE: '1' });
+    const { refundBody } = await charged(provider, 'pm_card_ok');
+    const key = newKey();
+
+    await postRefund(provider, key, refundBody());
+    const [once, twice] = await acknowledged(receiver, key, 2);
+
+    expect(once!.event.type).toBe('refund.succeeded');
+    expect(twice!.headers['webhook-id']).toBe(once!.headers['webhook-id']);
+    expect(twice!.body).toBe(once!.body);
   });
 
   it('with PROVIDER_WEBHOOK_MAX_DELAY_MS, every event still arrives, once', async () => {

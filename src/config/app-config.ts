@@ -291,10 +291,11 @@ export function loadConfig(env: Env = process.env) {
       port: r.int('PROVIDER_PORT', 4010, 0, 65535),
       failureRate: r.ratio('PROVIDER_FAILURE_RATE', 0),
       /**
-       * Share of 2xx charge answers whose body is replaced, after the charge is
-       * recorded as usual, by one the API cannot use (U+0000, a lone surrogate,
-       * an over-long failure_code, a wrong type, a missing field, not JSON, cut
-       * short): the charge stays true, only that one answer lies. For chaos runs.
+       * Share of 2xx charge and refund answers whose body is replaced, after
+       * the charge or refund is recorded as usual, by one the API cannot use
+       * (U+0000, a lone surrogate, an over-long failure_code, a wrong type, a
+       * missing field, not JSON, cut short): what was recorded stays true,
+       * only that one answer lies. For chaos runs.
        */
       poisonRate: r.ratio('PROVIDER_POISON_RATE', 0),
       latencyMs: r.int('PROVIDER_LATENCY_MS', 0, 0),

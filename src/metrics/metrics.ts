@@ -69,7 +69,7 @@ export class Metrics {
 
   readonly providerEvents = new Counter({
     name: 'provider_events_total',
-    help: 'Provider events received, by result: applied, noted, duplicate, stale, unknown_charge, rejected (bad signature).',
+    help: 'Provider events received, by result: applied, noted, duplicate, stale, unknown_charge, ignored (a refund event, not applied yet), rejected (bad signature).',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

@@ -1,17 +1,17 @@
 import { Body, Controller, Get, Param, Post, Res, UseInterceptors } from '@nestjs/common';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Response } from 'express';
-import { CreateChargeDto, IdempotencyKey } from './mock-provider.dto';
-import { ChargeEventEmitter } from './mock-provider.emitter';
+import { CreateChargeDto, CreateRefundDto, IdempotencyKey } from './mock-provider.dto';
+import { ProviderEventEmitter } from './mock-provider.emitter';
 import { FaultInjectionInterceptor } from './mock-provider.interceptor';
-import { MockProviderService } from './mock-provider.service';
-import type { Charge, ListedChargeEvent } from './mock-provider.types';
+import { MockProviderService, type Reply } from './mock-provider.service';
+import type { Charge, ListedProviderEvent, Refund } from './mock-provider.types';
 
 @Controller()
 export class MockProviderController {
   constructor(
     private readonly service: MockProviderService,
-    private readonly events: ChargeEventEmitter,
+    private readonly events: ProviderEventEmitter,
   ) {}
 
   @Get('health')
@@ -30,13 +30,24 @@ export class MockProviderController {
     return this.service.getCharge(providerKey);
   }
 
+  /** Every refund held, for audits and tests; spared fault injection, like GET /charges. */
+  @Get('refunds')
+  listRefunds(): Refund[] {
+    return this.service.listRefunds();
+  }
+
+  @Get('refunds/:providerKey')
+  @UseInterceptors(FaultInjectionInterceptor)
+  getRefund(@Param('providerKey') providerKey: string): Refund {
+    return this.service.getRefund(providerKey);
+  }
+
   /** Every event emitted, oldest first, with its delivery state; spared fault injection, like GET /charges. */
   @Get('events')
-  listEvents(): ListedChargeEvent[] {
+  listEvents(): ListedProviderEvent[] {
     return this.events.listEvents();
   }
 
-  /** Replies by hand: the lost-response token must be able to not reply at all. */
   @Post('charges')
   @UseInterceptors(FaultInjectionInterceptor)
   async create(
@@ -45,11 +56,27 @@ export class MockProviderController {
     @Res() response: Response,
   ): Promise<void> {
     const outcome = this.service.createCharge(key, body);
-    if (outcome.reply === 'never') {
-      response.socket?.destroy();
-      return;
-    }
-    if (outcome.reply === 'after') await delay(outcome.delayMs);
-    response.status(201).json(outcome.charge);
+    await created(response, outcome, outcome.charge);
   }
+
+  @Post('refunds')
+  @UseInterceptors(FaultInjectionInterceptor)
+  async createRefund(
+    @IdempotencyKey() key: string,
+    @Body() body: CreateRefundDto,
+    @Res() response: Response,
+  ): Promise<void> {
+    const outcome = this.service.createRefund(key, body);
+    await created(response, outcome, outcome.refund);
+  }
+}
+
+/** Replies by hand: the lost-response tokens must be able to not reply at all. */
+async function created(response: Response, reply: Reply, body: Charge | Refund): Promise<void> {
+  if (reply.reply === 'never') {
+    response.socket?.destroy();
+    return;
+  }
+  if (reply.reply === 'after') await delay(reply.delayMs);
+  response.status(201).json(body);
 }

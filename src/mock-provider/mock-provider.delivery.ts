@@ -8,7 +8,7 @@ import { InjectConfig } from '../config/config.module';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { signedDelivery } from './mock-provider.events';
 import { MockProviderStore } from './mock-provider.store';
-import type { ChargeEvent } from './mock-provider.types';
+import type { ProviderEvent } from './mock-provider.types';
 
 const BACKOFF = { variant: 'full', baseMs: 100, capMs: 3_000 } as const;
 const ATTEMPT_TIMEOUT_MS = 5_000;
@@ -38,7 +38,7 @@ export class EventDelivery implements OnModuleDestroy {
   }
 
   /** Returns at once: the delivery runs on its own. Without a webhook URL, or once stopping, does nothing. */
-  deliver(event: ChargeEvent): void {
+  deliver(event: ProviderEvent): void {
     const url = this.config.mockProvider.webhookUrl;
     if (url === undefined || this.stopping.signal.aborted) return;
     void this.run(url, event);
@@ -48,7 +48,7 @@ export class EventDelivery implements OnModuleDestroy {
     this.stopping.abort();
   }
 
-  private async run(url: string, event: ChargeEvent): Promise<void> {
+  private async run(url: string, event: ProviderEvent): Promise<void> {
     try {
       await this.untilAcknowledged(url, event, () => this.store.countAttempt(event.id));
       this.store.markDelivered(event.id, new Date());
@@ -60,7 +60,7 @@ export class EventDelivery implements OnModuleDestroy {
     }
   }
 
-  private async untilAcknowledged(url: string, event: ChargeEvent, onAttempt?: () => void): Promise<void> {
+  private async untilAcknowledged(url: string, event: ProviderEvent, onAttempt?: () => void): Promise<void> {
     for (let retry = 0; ; retry++) {
       const maxDelayMs = this.config.mockProvider.webhookMaxDelayMs;
       if (maxDelayMs > 0) await this.sleep(randomInt(maxDelayMs + 1));
@@ -79,7 +79,7 @@ export class EventDelivery implements OnModuleDestroy {
   }
 
   /** Undefined when acknowledged, else why not. Throws only when stopping. */
-  private attempt(url: string, event: ChargeEvent): Promise<string | undefined> {
+  private attempt(url: string, event: ProviderEvent): Promise<string | undefined> {
     const request = signedDelivery(this.webhook, event, new Date());
     return postSignedWebhook(url, request, { timeoutMs: ATTEMPT_TIMEOUT_MS, stop: this.stopping.signal });
   }

@@ -2,9 +2,9 @@ import { createParamDecorator, ExecutionContext, ValidationPipe } from '@nestjs/
 import type { Request } from 'express';
 import { IsInt, IsNotEmpty, IsPositive, IsString, Matches } from 'class-validator';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
-import type { ChargeParams } from './mock-provider.types';
+import type { ChargeParams, RefundParams } from './mock-provider.types';
 
-/** The provider idempotency key of a charge request: required, as a real processor's is. */
+/** The provider idempotency key of a charge or refund request: required, as a real processor's is. */
 export const IdempotencyKey = createParamDecorator(
   (_data: unknown, context: ExecutionContext): string => {
     const key = context.switchToHttp().getRequest<Request>().header('Idempotency-Key');
@@ -30,6 +30,20 @@ export class CreateChargeDto implements ChargeParams {
   @IsString()
   @IsNotEmpty()
   payment_method!: string;
+
+  @IsString()
+  @IsNotEmpty()
+  reference!: string;
+}
+
+export class CreateRefundDto implements RefundParams {
+  @IsString()
+  @IsNotEmpty()
+  charge!: string;
+
+  @IsInt()
+  @IsPositive()
+  amount!: number;
 
   @IsString()
   @IsNotEmpty()

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
-import { chargeAt, chargeEvent, settlesAt, signedDelivery, versionAt } from './mock-provider.events';
-import type { ChargeRecord } from './mock-provider.types';
+import { chargeAt, chargeEvent, objectOf, refundAt, refundEvent, settlesAt, signedDelivery, versionAt } from './mock-provider.events';
+import type { ChargeRecord, RefundRecord } from './mock-provider.types';
 
 const SETTLE_MS = 1_000;
 const CREATED = '2026-01-01T00:00:00.000Z';
@@ -69,6 +69,50 @@ describe(chargeEvent.name, () => {
       created_at: at.toISOString(),
       data: { ...chargeAt(record(status), version), provider_key: 'key_1', version },
     });
+  });
+});
+
+const refund = (status: RefundRecord['status']): RefundRecord => ({
+  id: 'rf_1',
+  object: 'refund',
+  charge: 'ch_1',
+  amount: 400,
+  currency: 'EUR',
+  status,
+  failure_code: status === 'failed' ? 'refund_declined' : null,
+  reference: 're_1',
+  idempotency_key: 'refund_key_1',
+  created_at: CREATED,
+});
+
+describe(refundEvent.name, () => {
+  it('settles a pending refund like a pending charge, at the same time', () => {
+    const settles = Date.parse(CREATED) + SETTLE_MS;
+
+    expect(settlesAt(refund('pending'), SETTLE_MS)).toBe(settles);
+    expect(settlesAt(refund('failed'), SETTLE_MS)).toBeUndefined();
+    expect(refundAt(refund('pending'), 1)).toEqual(refund('pending'));
+    expect(refundAt(refund('pending'), 2)).toEqual(refund('succeeded'));
+  });
+
+  it.each([
+    ['succeeded', 1, 'refund.succeeded'],
+    ['failed', 1, 'refund.failed'],
+    ['pending', 1, 'refund.pending'],
+    ['pending', 2, 'refund.succeeded'],
+  ] as const)('a %s refund at version %d is a %s event, filed under the refund key', (status, version, type) => {
+    const at = new Date('2026-01-01T00:00:05.000Z');
+
+    const event = refundEvent(refund(status), version, 'evt_1', at);
+
+    expect(event).toEqual({
+      id: 'evt_1',
+      type,
+      created_at: at.toISOString(),
+      data: { ...refundAt(refund(status), version), provider_key: 'refund_key_1', version },
+    });
+    expect(objectOf(event)).toBe('refund');
+    expect(objectOf(chargeEvent(record(status), version, 'evt_2', at))).toBe('charge');
   });
 });
 

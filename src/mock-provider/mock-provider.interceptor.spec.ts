@@ -240,6 +240,15 @@ describe(poisonedBody.name, () => {
     expect(Object.keys(parsed('missing_field', 0.99))).toHaveLength(Object.keys(CHARGE).length - 1);
   });
 
+  it('poisons a refund answer alike, and may leave out the id of its charge', () => {
+    const refund = { ...CHARGE, id: 'rf_1', object: 'refund', charge: CHARGE.id };
+    const poisoned = (kind: PoisonKind, draw: number) => JSON.parse(poisonedBody(refund, kind, () => draw)) as Record<string, unknown>;
+
+    expect(Object.keys(poisoned('missing_field', 0.99))).not.toContain('charge');
+    expect(Object.keys(poisoned('missing_field', 0.99))).toHaveLength(Object.keys(refund).length - 1);
+    expect(poisoned('nul_in_id', 0)).toEqual({ ...refund, id: 'rf_1\u0000' });
+  });
+
   it('answers with text that is not JSON, or JSON cut short', () => {
     expect(() => JSON.parse(poisonedBody(CHARGE, 'not_json', Math.random))).toThrow(SyntaxError);
     for (const draw of [0, 0.5, 0.999]) {

@@ -48,16 +48,16 @@ export class FaultInjectionInterceptor implements NestInterceptor {
 
   /**
    * Replaces the body of this answer, if it is a 2xx, by a poisoned one. The
-   * handler runs untouched (the charge and its events are recorded as they
-   * would be), and the object it answers with is not changed: both routes
-   * answer through response.json, which is wrapped for this response alone.
+   * handler runs untouched (the charge or refund and its events are recorded as
+   * they would be), and the object it answers with is not changed: every route
+   * answers through response.json, which is wrapped for this response alone.
    */
   private poisonAnswer(response: Response): void {
     const json = response.json.bind(response);
     response.json = (body: unknown) => {
       if (response.statusCode < 200 || response.statusCode >= 300) return json(body);
       const kind = POISON_KINDS[Math.floor(Math.random() * POISON_KINDS.length)];
-      this.logger.log({ msg: 'charge answer poisoned (PROVIDER_POISON_RATE)', kind });
+      this.logger.log({ msg: 'answer poisoned (PROVIDER_POISON_RATE)', kind });
       return response.type('application/json').send(poisonedBody(body, kind, Math.random));
     };
   }
@@ -67,7 +67,7 @@ export class FaultInjectionInterceptor implements NestInterceptor {
 export const POISON_KINDS = [
   /** failure_code ends in U+0000 (`\u0000` in the JSON), which a Postgres text column cannot hold. */
   'nul_in_failure_code',
-  /** The charge id ends in U+0000. */
+  /** The charge (or refund) id ends in U+0000. */
   'nul_in_id',
   /** The id or failure_code ends in a lone surrogate, escaped in the JSON (`\ud800`): no UTF-8 text can hold it. */
   'lone_surrogate',
@@ -75,7 +75,7 @@ export const POISON_KINDS = [
   'long_failure_code',
   /** The amount as a string: "500". */
   'amount_as_string',
-  /** One of id, status, amount, currency and failure_code left out. */
+  /** One of id, status, amount, currency, failure_code (and a refund's charge) left out. */
   'missing_field',
   /** An HTML page under a JSON Content-Type. */
   'not_json',
@@ -84,11 +84,12 @@ export const POISON_KINDS = [
 ] as const;
 export type PoisonKind = (typeof POISON_KINDS)[number];
 
-const CHARGE_FIELDS = ['id', 'status', 'amount', 'currency', 'failure_code'] as const;
+/** The fields a caller cannot do without, those of a charge first: a refund adds its charge's id. */
+const NEEDED_FIELDS = ['id', 'status', 'amount', 'currency', 'failure_code', 'charge'] as const;
 
 /**
- * The text of a poisoned answer for this charge body. Works on a copy: the
- * charge as recorded, and as any other answer shows it, stays true.
+ * The text of a poisoned answer for this charge (or refund) body. Works on a
+ * copy: the record, and what any other answer shows of it, stays true.
  */
 export function poisonedBody(body: unknown, kind: PoisonKind, random: () => number): string {
   const charge: Record<string, unknown> = typeof body === 'object' && body !== null ? { ...body } : {};
@@ -110,9 +111,11 @@ export function poisonedBody(body: unknown, kind: PoisonKind, random: () => numb
     case 'amount_as_string':
       charge.amount = String(charge.amount);
       break;
-    case 'missing_field':
-      delete charge[CHARGE_FIELDS[Math.floor(random() * CHARGE_FIELDS.length)]];
+    case 'missing_field': {
+      const present = NEEDED_FIELDS.filter((field) => field in charge);
+      delete charge[present[Math.floor(random() * present.length)]!];
       break;
+    }
     case 'not_json':
       return '<html><body><h1>200 OK</h1><p>Your charge is being processed.</p></body></html>';
     case 'truncated_json': {

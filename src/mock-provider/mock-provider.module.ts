@@ -7,7 +7,7 @@ import { ConfigModule } from '../config/config.module';
 import { MockProviderController } from './mock-provider.controller';
 import { EventDelivery } from './mock-provider.delivery';
 import { mockProviderValidationPipe } from './mock-provider.dto';
-import { ChargeEventEmitter } from './mock-provider.emitter';
+import { ProviderEventEmitter } from './mock-provider.emitter';
 import { MockProviderErrorFilter } from './mock-provider.filter';
 import { MockProviderService } from './mock-provider.service';
 import { MockProviderStore } from './mock-provider.store';
@@ -44,7 +44,7 @@ export class MockProviderModule {
           useFactory: () => MockProviderStore.open(config.mockProvider.dataFile),
         },
         MockProviderService,
-        ChargeEventEmitter,
+        ProviderEventEmitter,
         EventDelivery,
         { provide: APP_PIPE, useValue: mockProviderValidationPipe() },
         { provide: APP_FILTER, useClass: MockProviderErrorFilter },

@@ -2,24 +2,43 @@ import { Injectable } from '@nestjs/common';
 import { newUlid } from '../common/ulid';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
-import { ChargeEventEmitter } from './mock-provider.emitter';
+import { ProviderEventEmitter } from './mock-provider.emitter';
 import { MockProviderError, MockProviderErrorCode } from './mock-provider.errors';
-import { chargeAt, versionAt } from './mock-provider.events';
+import { chargeAt, refundAt, versionAt } from './mock-provider.events';
 import { MockProviderStore } from './mock-provider.store';
-import type { Charge, ChargeParams, ChargeRecord, ChargeStatus } from './mock-provider.types';
+import type {
+  Charge,
+  ChargeParams,
+  ChargeRecord,
+  ChargeStatus,
+  Refund,
+  RefundParams,
+  RefundRecord,
+  RefundStatus,
+} from './mock-provider.types';
 
-/** How the reply to a charge request is sent; only the call that records a charge can misbehave. */
-type ChargeOutcome =
-  | { charge: Charge; reply: 'now' }
-  | { charge: Charge; reply: 'after'; delayMs: number }
-  | { charge: Charge; reply: 'never' };
+/** How the reply to a request is sent; only the call that records a charge or a refund can misbehave. */
+export type Reply = { reply: 'now' } | { reply: 'after'; delayMs: number } | { reply: 'never' };
+type ChargeOutcome = Reply & { charge: Charge };
+type RefundOutcome = Reply & { refund: Refund };
+
+type FirstReply = 'slow' | 'lost';
+
+/** What the provider does with a refund of a charge made with this token. */
+interface RefundBehaviour {
+  status: RefundStatus;
+  failureCode?: string;
+  firstReply?: FirstReply;
+}
 
 interface TokenBehaviour {
   status: ChargeStatus;
   failureCode?: string;
   /** Given the 1-based number of this call for the key, an error to answer instead of recording. */
   refuse?: (call: number) => MockProviderError | undefined;
-  firstReply?: 'slow' | 'lost';
+  firstReply?: FirstReply;
+  /** Unless said otherwise, a refund succeeds at once. */
+  refund?: RefundBehaviour;
 }
 
 const unavailable = () =>
@@ -44,7 +63,13 @@ const TOKENS: Record<string, TokenBehaviour> = {
   },
   pm_card_unavailable: { status: 'succeeded', refuse: unavailable },
   pm_card_pending: { status: 'pending' },
+  pm_card_refund_fails: { status: 'succeeded', refund: { status: 'failed', failureCode: 'refund_declined' } },
+  pm_card_refund_lost_response: { status: 'succeeded', refund: { status: 'succeeded', firstReply: 'lost' } },
+  pm_card_refund_timeout: { status: 'succeeded', refund: { status: 'succeeded', firstReply: 'slow' } },
+  pm_card_refund_pending: { status: 'succeeded', refund: { status: 'pending' } },
 };
+
+const REFUND_SUCCEEDS: RefundBehaviour = { status: 'succeeded' };
 
 /**
  * Any other payment method is recorded as a definitive failure, as a real
@@ -61,7 +86,7 @@ export class MockProviderService {
   constructor(
     private readonly store: MockProviderStore,
     @InjectConfig() private readonly config: AppConfig,
-    private readonly events: ChargeEventEmitter,
+    private readonly events: ProviderEventEmitter,
   ) {}
 
   /**
@@ -72,12 +97,7 @@ export class MockProviderService {
   createCharge(idempotencyKey: string, params: ChargeParams): ChargeOutcome {
     const existing = this.store.find(idempotencyKey);
     if (existing) {
-      if (!sameParams(existing, params)) {
-        throw new MockProviderError(
-          MockProviderErrorCode.IdempotencyKeyReused,
-          `Key ${idempotencyKey} was already used with other parameters`,
-        );
-      }
+      refuseReusedKey(idempotencyKey, sameParams(existing, params));
       return { charge: this.present(existing), reply: 'now' };
     }
 
@@ -99,30 +119,93 @@ export class MockProviderService {
     this.store.insert(record);
     this.events.chargeRecorded(record);
 
-    const charge = this.present(record);
-    switch (behaviour.firstReply) {
-      case 'lost':
-        return { charge, reply: 'never' };
-      case 'slow':
-        return { charge, reply: 'after', delayMs: this.config.mockProvider.slowReplyMs };
-      default:
-        return { charge, reply: 'now' };
-    }
+    return { charge: this.present(record), ...this.firstReply(behaviour.firstReply) };
   }
 
   getCharge(idempotencyKey: string): Charge {
     const record = this.store.find(idempotencyKey);
-    if (!record) {
-      throw new MockProviderError(
-        MockProviderErrorCode.ChargeNotFound,
-        `No charge was received with key ${idempotencyKey}`,
-      );
-    }
-    return this.present(record);
+    return this.present(received(record, MockProviderErrorCode.ChargeNotFound, `charge with key ${idempotencyKey}`));
   }
 
   listCharges(): Charge[] {
     return this.store.all().map((record) => this.present(record));
+  }
+
+  /**
+   * Like createCharge, synchronous from the first look-up to the insert, so
+   * concurrent refunds of one charge can never together exceed it. The refund
+   * behaves as the charge's payment method says; only a charge that has
+   * succeeded (a pending one once settled) can be refunded, and the refunds of
+   * a charge that have not failed never sum above it.
+   */
+  createRefund(idempotencyKey: string, params: RefundParams): RefundOutcome {
+    const existing = this.store.findRefund(idempotencyKey);
+    if (existing) {
+      refuseReusedKey(idempotencyKey, sameRefundParams(existing, params));
+      return { refund: this.presentRefund(existing), reply: 'now' };
+    }
+
+    const charge = this.refundableCharge(params.charge);
+    const refunded = this.store
+      .refundsOf(charge.id)
+      .filter((refund) => refund.status !== 'failed')
+      .reduce((sum, refund) => sum + refund.amount, 0);
+    if (refunded + params.amount > charge.amount) {
+      throw new MockProviderError(
+        MockProviderErrorCode.AmountTooLarge,
+        `Refunding ${params.amount} would exceed charge ${charge.id}: ${charge.amount - refunded} of ${charge.amount} is left`,
+      );
+    }
+
+    const behaviour = (TOKENS[charge.payment_method] ?? UNKNOWN_TOKEN).refund ?? REFUND_SUCCEEDS;
+    const record: RefundRecord = {
+      id: `rf_${newUlid()}`,
+      object: 'refund',
+      charge: charge.id,
+      amount: params.amount,
+      currency: charge.currency,
+      status: behaviour.status,
+      failure_code: behaviour.failureCode ?? null,
+      reference: params.reference,
+      idempotency_key: idempotencyKey,
+      created_at: new Date().toISOString(),
+    };
+    this.store.insertRefund(record);
+    this.events.refundRecorded(record);
+
+    return { refund: this.presentRefund(record), ...this.firstReply(behaviour.firstReply) };
+  }
+
+  getRefund(idempotencyKey: string): Refund {
+    const record = this.store.findRefund(idempotencyKey);
+    return this.presentRefund(received(record, MockProviderErrorCode.RefundNotFound, `refund with key ${idempotencyKey}`));
+  }
+
+  listRefunds(): Refund[] {
+    return this.store.allRefunds().map((record) => this.presentRefund(record));
+  }
+
+  private refundableCharge(chargeId: string): ChargeRecord {
+    const charge = received(this.store.findChargeById(chargeId), MockProviderErrorCode.ChargeNotFound, `charge ${chargeId}`);
+    const { status } = this.present(charge);
+    if (status !== 'succeeded') {
+      throw new MockProviderError(
+        MockProviderErrorCode.ChargeNotRefundable,
+        `Charge ${chargeId} is ${status}: only a succeeded charge can be refunded`,
+      );
+    }
+    return charge;
+  }
+
+  private firstReply(firstReply: FirstReply | undefined): Reply {
+    switch (firstReply) {
+      case 'lost':
+        return { reply: 'never' };
+      case 'slow':
+        return { reply: 'after', delayMs: this.config.mockProvider.slowReplyMs };
+      default:
+        return { reply: 'now' };
+    }
   }
 
   private countCall(idempotencyKey: string): number {
@@ -135,6 +218,26 @@ export class MockProviderService {
   private present(record: ChargeRecord): Charge {
     return chargeAt(record, versionAt(record, Date.now(), this.config.mockProvider.pendingSettleMs));
   }
+
+  private presentRefund(record: RefundRecord): Refund {
+    return refundAt(record, versionAt(record, Date.now(), this.config.mockProvider.pendingSettleMs));
+  }
+}
+
+/** A key already used must come with the same parameters: a real processor refuses it otherwise. */
+function refuseReusedKey(idempotencyKey: string, sameParameters: boolean): void {
+  if (!sameParameters) {
+    throw new MockProviderError(
+      MockProviderErrorCode.IdempotencyKeyReused,
+      `Key ${idempotencyKey} was already used with other parameters`,
+    );
+  }
+}
+
+/** The record, or the not-found error `code` naming `what` was never received. */
+function received<T>(record: T | undefined, code: MockProviderErrorCode, what: string): T {
+  if (record === undefined) throw new MockProviderError(code, `No ${what} was received`);
+  return record;
 }
 
 function sameParams(record: ChargeRecord, params: ChargeParams): boolean {
@@ -144,4 +247,8 @@ function sameParams(record: ChargeRecord, params: ChargeParams): boolean {
     record.payment_method === params.payment_method &&
     record.reference === params.reference
   );
+}
+
+function sameRefundParams(record: RefundRecord, params: RefundParams): boolean {
+  return record.charge === params.charge && record.amount === params.amount && record.reference === params.reference;
 }

@@ -1,9 +1,9 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chargeEvent } from './mock-provider.events';
+import { chargeEvent, refundEvent } from './mock-provider.events';
 import { MockProviderStore } from './mock-provider.store';
-import type { ChargeRecord } from './mock-provider.types';
+import type { ChargeRecord, RefundRecord } from './mock-provider.types';
 
 const record = (key: string, overrides: Partial<ChargeRecord> = {}): ChargeRecord => ({
   id: `ch_${key}`,
@@ -15,6 +15,20 @@ const record = (key: string, overrides: Partial<ChargeRecord> = {}): ChargeRecor
   idempotency_key: key,
   created_at: '2026-01-01T00:00:00.000Z',
   payment_method: 'pm_card_ok',
+  ...overrides,
+});
+
+const refund = (key: string, chargeKey: string, overrides: Partial<RefundRecord> = {}): RefundRecord => ({
+  id: `rf_${key}`,
+  object: 'refund',
+  charge: `ch_${chargeKey}`,
+  amount: 100,
+  currency: 'EUR',
+  status: 'succeeded',
+  failure_code: null,
+  reference: `re_${key}`,
+  idempotency_key: key,
+  created_at: '2026-01-01T00:00:00.000Z',
   ...overrides,
 });
 
@@ -53,6 +67,46 @@ describe(MockProviderStore.name, () => {
     });
   });
 
+  describe('refunds', () => {
+    it('finds a charge by its id, and refunds by key and by charge, oldest first', () => {
+      const sut = MockProviderStore.open();
+      sut.insert(record('a'));
+      sut.insert(record('b'));
+      sut.insertRefund(refund('r2', 'a'));
+      sut.insertRefund(refund('r1', 'b'));
+      sut.insertRefund(refund('r3', 'a'));
+
+      expect(sut.findChargeById('ch_a')).toEqual(record('a'));
+      expect(sut.findChargeById('a')).toBeUndefined();
+      expect(sut.findRefund('r1')).toEqual(refund('r1', 'b'));
+      expect(sut.findRefund('a')).toBeUndefined();
+      expect(sut.refundsOf('ch_a')).toEqual([refund('r2', 'a'), refund('r3', 'a')]);
+      expect(sut.refundsOf('ch_c')).toEqual([]);
+      expect(sut.allRefunds().map((each) => each.idempotency_key)).toEqual(['r2', 'r1', 'r3']);
+    });
+
+    it('refuses a second refund for one key and keeps the first', () => {
+      const sut = MockProviderStore.open();
+      sut.insertRefund(refund('r1', 'a'));
+
+      expect(() => sut.insertRefund(refund('r1', 'a', { id: 'rf_other' }))).toThrow(/refund is already recorded/);
+      expect(sut.allRefunds()).toEqual([refund('r1', 'a')]);
+      expect(sut.refundsOf('ch_a')).toEqual([refund('r1', 'a')]);
+    });
+
+    it('keeps the versions of a refund apart from those of a charge with the same key', () => {
+      const sut = MockProviderStore.open();
+      sut.recordEvent(event('k', 1));
+      sut.recordEvent(refundEvent(refund('k', 'a', { status: 'pending' }), 1, 'evt_refund_k_1', EMITTED));
+
+      expect(sut.lastVersion('charge', 'k')).toBe(1);
+      expect(sut.lastVersion('refund', 'k')).toBe(1);
+      expect(() => sut.recordEvent(refundEvent(refund('k', 'a'), 1, 'evt_again', EMITTED))).toThrow(
+        /refund key k follows version 1/,
+      );
+    });
+  });
+
   describe('events', () => {
     it('keeps each charge\'s versions in order, and refuses a version twice or out of turn', () => {
       const sut = MockProviderStore.open();
@@ -62,8 +116,8 @@ describe(MockProviderStore.name, () => {
       expect(() => sut.recordEvent(event('a', 3))).toThrow(/follows version 1/);
       expect(() => sut.recordEvent(event('b', 2))).toThrow(/follows version 0/);
       sut.recordEvent(event('a', 2));
-      expect(sut.lastVersion('a')).toBe(2);
-      expect(sut.lastVersion('b')).toBe(0);
+      expect(sut.lastVersion('charge', 'a')).toBe(2);
+      expect(sut.lastVersion('charge', 'b')).toBe(0);
     });
 
     it('lists events oldest first with their delivery state; only the first acknowledgement counts', () => {
@@ -140,8 +194,26 @@ describe(MockProviderStore.name, () => {
         { ...event('a', 1), delivered: true, attempts: 1 },
         { ...event('a', 2), delivered: false, attempts: 0 },
       ]);
-      expect(reopened.lastVersion('a')).toBe(2);
+      expect(reopened.lastVersion('charge', 'a')).toBe(2);
       expect(() => reopened.recordEvent(event('a', 2))).toThrow();
+    });
+
+    it('reloads refunds and their events after a restart', () => {
+      const journal = join(dir, 'charges.jsonl');
+      const first = MockProviderStore.open(journal);
+      first.insert(record('a'));
+      first.insertRefund(refund('r1', 'a', { status: 'pending' }));
+      const refundCreated = refundEvent(refund('r1', 'a', { status: 'pending' }), 1, 'evt_r1_1', EMITTED);
+      first.recordEvent(refundCreated);
+
+      const reopened = MockProviderStore.open(journal);
+
+      expect(reopened.allRefunds()).toEqual([refund('r1', 'a', { status: 'pending' })]);
+      expect(reopened.refundsOf('ch_a')).toEqual(reopened.allRefunds());
+      expect(reopened.findChargeById('ch_a')).toEqual(record('a'));
+      expect(reopened.listEvents()).toEqual([{ ...refundCreated, delivered: false, attempts: 0 }]);
+      expect(reopened.lastVersion('refund', 'r1')).toBe(1);
+      expect(reopened.lastVersion('charge', 'r1')).toBe(0);
     });
 
     it('reads a journal of bare charge records, as written before events, and appends typed lines to it', () => {
@@ -162,7 +234,7 @@ describe(MockProviderStore.name, () => {
 
     it('refuses to start from a line of an unknown kind, naming the line', () => {
       const journal = join(dir, 'charges.jsonl');
-      writeFileSync(journal, `${JSON.stringify(record('a'))}\n{"kind":"refund"}\n`);
+      writeFileSync(journal, `${JSON.stringify(record('a'))}\n{"kind":"dispute"}\n`);
 
       expect(() => MockProviderStore.open(journal)).toThrow(`${journal}:2`);
     });

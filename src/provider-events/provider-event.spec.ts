@@ -1,5 +1,5 @@
 import { DomainError } from '../common/domain-error';
-import { parseProviderEvent } from './provider-event';
+import { isChargeEvent, parseProviderEvent } from './provider-event';
 
 const charge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
 const event = (overrides: Record<string, unknown> = {}, data: Record<string, unknown> = {}) => ({
@@ -20,8 +20,21 @@ describe('parseProviderEvent', () => {
   });
 
   it('reads the largest version payments.provider_version holds', () => {
-    expect(parseProviderEvent(event({}, { version: 2 ** 31 - 1 })).data.version).toBe(2 ** 31 - 1);
+    expect(parseProviderEvent(event({}, { version: 2 ** 31 - 1 }))).toMatchObject({ data: { version: 2 ** 31 - 1 } });
   });
+
+  it.each(['refund.pending', 'refund.succeeded', 'refund.failed'])(
+    'reads a %s event as one this API acknowledges without applying it',
+    (type) => {
+      const refund = event({ type }, { id: 'rf_1', object: 'refund', charge: 'ch_1', provider_key: 'rk_1' });
+
+      const parsed = parseProviderEvent(refund);
+
+      expect(parsed).toEqual({ id: 'evt_1', type });
+      expect(isChargeEvent(parsed)).toBe(false);
+      expect(isChargeEvent(parseProviderEvent(event()))).toBe(true);
+    },
+  );
 
   it.each([
     ['no id', event({ id: undefined })],
@@ -34,6 +47,9 @@ describe('parseProviderEvent', () => {
     ['a version past a safe integer', event({}, { version: 2 ** 53 })],
     ['a malformed charge', event({}, { amount: '500' })],
     ['no data', event({ data: null })],
+    ['an unknown refund type', event({ type: 'refund.refunded' })],
+    ['a refund type and no id', event({ type: 'refund.succeeded', id: undefined })],
+    ['a refund type and an id longer than 255', event({ type: 'refund.succeeded', id: 'e'.repeat(256) })],
   ])('refuses an event with %s', (_case, body) => {
     expect(() => parseProviderEvent(body)).toThrow(DomainError);
   });

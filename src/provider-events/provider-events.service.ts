@@ -8,7 +8,7 @@ import { Ledger } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { outcomeOfCharge } from '../ledger/payment-outcome';
 import { PaymentsRepository } from '../ledger/payments.repository';
-import { type ProviderEvent, parseProviderEvent } from './provider-event';
+import { type ProviderEvent, isChargeEvent, parseProviderEvent } from './provider-event';
 import { ProcessedMessagesRepository } from './processed-messages.repository';
 
 /** The consumer name under which provider events are recorded as processed. */
@@ -16,7 +16,7 @@ const CONSUMER = 'provider-events';
 /** A payment busy with a request or the worker frees up within a lease; the provider retries with backoff anyway. */
 const BUSY_RETRY_AFTER_SECONDS = 1;
 
-export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown_charge';
+export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown_charge' | 'ignored';
 
 /**
  * Consumes the provider's charge events, delivered at least once and in any
@@ -33,6 +33,10 @@ export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown
  * then names the payment's client in every statement, so it runs on one
  * shard. An event for no payment of ours is recorded nowhere and changes
  * nothing, however often it comes.
+ *
+ * A refund event is acknowledged and changes nothing (`ignored`), recorded
+ * nowhere either: this API does not apply refund events yet, and refusing
+ * them would have the provider redeliver them for ever.
  */
 @Injectable()
 export class ProviderEventsService {
@@ -77,7 +81,7 @@ export class ProviderEventsService {
         param: 'webhook-id',
       });
     }
-    const result = await this.consume(event);
+    const result = isChargeEvent(event) ? await this.consume(event) : 'ignored';
     this.metrics.providerEvents.inc({ result });
     return result;
   }
