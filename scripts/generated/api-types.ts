@@ -276,7 +276,7 @@ export interface components {
             /** @enum {boolean} */
             received: true;
             /** @enum {string} */
-            result: "applied" | "noted" | "duplicate" | "stale" | "unknown_charge";
+            result: "applied" | "noted" | "duplicate" | "stale" | "unknown_charge" | "ignored";
         };
     };
     responses: never;
