@@ -1,5 +1,7 @@
-import { BullModule } from '@nestjs/bullmq';
+import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import { type DynamicModule, Module } from '@nestjs/common';
+import type { Queue } from 'bullmq';
+import { DataSource } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { bullConnection } from './common/redis-client';
@@ -7,7 +9,11 @@ import { CrashPointModule } from './common/crash-point';
 import { loggingModule } from './common/logging';
 import { DatabaseModule } from './database/database.module';
 import { WebhooksModule } from './merchant-events/webhooks.module';
+import { WEBHOOKS_QUEUE } from './merchant-events/webhooks.constants';
+import { Metrics } from './metrics/metrics';
 import { MetricsModule } from './metrics/metrics.module';
+import { SafetyNetGauges } from './metrics/safety-net-gauges';
+import { RECONCILIATION_QUEUE } from './reconciliation/reconciliation.constants';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
 
 /**
@@ -38,6 +44,14 @@ export class WorkerModule {
         }),
         ReconciliationModule,
         WebhooksModule,
+      ],
+      providers: [
+        {
+          provide: SafetyNetGauges,
+          inject: [DataSource, getQueueToken(RECONCILIATION_QUEUE), getQueueToken(WEBHOOKS_QUEUE), Metrics, APP_CONFIG],
+          useFactory: (dataSource: DataSource, reconciliation: Queue, webhooks: Queue, metrics: Metrics, config: AppConfig) =>
+            new SafetyNetGauges(dataSource, [reconciliation, webhooks], metrics, config.metrics.gaugeIntervalMs),
+        },
       ],
     };
   }

@@ -34,6 +34,7 @@ describe('loadConfig', () => {
     expect(config.databaseDirectUrl).toBe(config.databaseUrl);
     expect(config.redisClusterNodes).toBeUndefined();
     expect(config.queuePrefix).toBe('payments');
+    expect(config.metrics).toEqual({ apiPort: 9463, workerPort: 9464, gaugeIntervalMs: 15_000 });
   });
 
   it('keeps a direct database URL apart from a pooled one', () => {
@@ -104,6 +105,8 @@ describe('loadConfig', () => {
     ['PROVIDER_BREAKER_MIN_CLIENTS', '0'],
     ['PROVIDER_BREAKER_HALF_OPEN_MS', '0'],
     ['PROVIDER_TRACKED_CLIENTS', '0'],
+    ['METRICS_GAUGE_INTERVAL_MS', '50'],
+    ['METRICS_GAUGE_INTERVAL_MS', '3600001'],
     // Retired: it counted every client's attempts together.
     ['PROVIDER_BREAKER_THRESHOLD', '10'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {

@@ -177,6 +177,12 @@ export function loadConfig(env: Env = process.env) {
     metrics: {
       apiPort: r.int('METRICS_PORT', 9463, 0, 65535),
       workerPort: r.int('WORKER_METRICS_PORT', 9464, 0, 65535),
+      /**
+       * How often each worker recomputes its database-wide gauges (payments
+       * and deliveries pending, reviews, queue depths): two indexed statements
+       * and one Redis round trip per queue each time, whatever the load.
+       */
+      gaugeIntervalMs: r.int('METRICS_GAUGE_INTERVAL_MS', 15_000, 100, 3_600_000),
     },
     http: {
       port: r.int('PORT', 3000, 0, 65535),

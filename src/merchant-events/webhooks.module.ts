@@ -24,5 +24,7 @@ import { WEBHOOKS_QUEUE } from './webhooks.constants';
     },
     WebhooksScheduler,
   ],
+  // The queue, for the worker's gauges (SafetyNetGauges) to count its jobs.
+  exports: [BullModule],
 })
 export class WebhooksModule {}

@@ -1,5 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ErrorCode } from '../common/domain-error';
+
+/** What reconciling one payment can come to (reconcile_outcomes_total's outcome label). */
+export const RECONCILE_OUTCOMES = ['settled', 'postponed', 'requires_review', 'skipped'] as const;
+export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
+
+/** The idempotency conflicts counted by idempotency_conflicts_total. */
+export const IDEMPOTENCY_CONFLICT_CODES: readonly string[] = [ErrorCode.IdempotencyKeyInUse, ErrorCode.IdempotencyKeyReused];
 
 /**
  * The process's Prometheus registry, one per process (not prom-client's global
@@ -100,7 +108,66 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly reconcileOutcomes = new Counter({
+    name: 'reconcile_outcomes_total',
+    help:
+      'Payments a reconcile job worked on, by outcome: settled (a final answer recorded), postponed (tried again later), ' +
+      'requires_review (handed to a person), skipped (decided, leased or postponed by someone else since it was queued).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly idempotencyConflicts = new Counter({
+    name: 'idempotency_conflicts_total',
+    help: 'Requests answered 409 idempotency_key_in_use or 422 idempotency_key_reused, by code.',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
+  // The worker's database-wide gauges (SafetyNetGauges): every worker computes
+  // the same values, so aggregate them across workers with max, never sum.
+
+  readonly paymentsPending = new Gauge({
+    name: 'payments_pending',
+    help: 'Payments pending (outcome not known yet), database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly paymentsOldestPendingAge = new Gauge({
+    name: 'payments_oldest_pending_age_seconds',
+    help: 'Age of the oldest pending payment (0 when none), database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly paymentsRequiresReview = new Gauge({
+    name: 'payments_requires_review',
+    help: 'Payments in requires_review, database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly webhookDeliveriesPending = new Gauge({
+    name: 'webhook_deliveries_pending',
+    help: 'Merchant webhook deliveries not yet delivered nor failed, database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly webhookOldestPendingAge = new Gauge({
+    name: 'webhook_oldest_pending_age_seconds',
+    help: 'Age of the oldest pending webhook delivery (0 when none), database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly queueJobs = new Gauge({
+    name: 'queue_jobs',
+    help: "BullMQ jobs of the worker's queues, by queue and state; every worker reports the same value.",
+    labelNames: ['queue', 'state'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // Every series exists from the start at 0, so rate() and increase() see the first one.
+    for (const outcome of RECONCILE_OUTCOMES) this.reconcileOutcomes.inc({ outcome }, 0);
+    for (const code of IDEMPOTENCY_CONFLICT_CODES) this.idempotencyConflicts.inc({ code }, 0);
   }
 }

@@ -27,5 +27,7 @@ import { ReconciliationService } from './reconciliation.service';
     },
     ReconciliationScheduler,
   ],
+  // The queue, for the worker's gauges (SafetyNetGauges) to count its jobs.
+  exports: [BullModule],
 })
 export class ReconciliationModule {}
