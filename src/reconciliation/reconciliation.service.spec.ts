@@ -84,6 +84,12 @@ function setup(env: Record<string, string> = {}) {
   };
 }
 
+/** reconcile_outcomes_total by outcome. */
+async function outcomesCounted(metrics: Metrics): Promise<Record<string, number>> {
+  const { values } = await metrics.reconcileOutcomes.get();
+  return Object.fromEntries(values.map(({ labels, value }) => [String(labels.outcome), value]));
+}
+
 describe('ReconciliationService', () => {
   beforeAll(() => Logger.overrideLogger(false));
   afterEach(() => {
@@ -206,10 +212,11 @@ describe('ReconciliationService', () => {
 
   describe('reconcile', () => {
     it('skips a payment whose lease it cannot take, reading and writing nothing', async () => {
-      const { sut, db, keys, dataSource, config } = setup();
+      const { sut, db, keys, dataSource, config, metrics } = setup();
       keys.takeOverLeaseForPayment = jest.fn().mockResolvedValue(undefined);
 
       expect(await sut.reconcile(PAY_1)).toBe('skipped');
+      expect(await outcomesCounted(metrics)).toEqual({ settled: 0, postponed: 0, requires_review: 0, skipped: 1 });
 
       expect(keys.takeOverLeaseForPayment).toHaveBeenCalledWith(
         db,
@@ -381,7 +388,7 @@ describe('ReconciliationService', () => {
     );
 
     it('hands the payment to review once the last rung gives no final answer', async () => {
-      const { sut, db, payments, provider, config, takesLease, finds, sendsToReview, decision } = setup();
+      const { sut, db, payments, provider, config, metrics, takesLease, finds, sendsToReview, decision } = setup();
       const leaseTaken = takesLease();
       const { maxAttempts } = config.reconcile;
       finds(aPayment({ reconcileAttempts: maxAttempts - 1 }));
@@ -389,6 +396,7 @@ describe('ReconciliationService', () => {
       sendsToReview();
 
       expect(await sut.reconcile(PAY_1)).toBe('requires_review');
+      expect(await outcomesCounted(metrics)).toEqual({ settled: 0, postponed: 0, requires_review: 1, skipped: 0 });
 
       expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
         db,
@@ -512,7 +520,7 @@ describe('ReconciliationService', () => {
     });
 
     it('writes what is not final at once, payment by payment, and only the final answers together', async () => {
-      const { sut, db, keys, payments, provider, dataSource, recordsOutcome, postpones } = setup();
+      const { sut, db, keys, payments, provider, dataSource, metrics, recordsOutcome, postpones } = setup();
       const lease = takesBatch(keys, aPayment({ id: 'pay_1' }), aPayment({ id: 'pay_2' }));
       provider.createCharge = jest
         .fn()
@@ -523,6 +531,7 @@ describe('ReconciliationService', () => {
       keys.lockHeldLeases = jest.fn(async (_db, leases) => new Set(leases.map(({ key }: Lease) => key)));
 
       expect(await sut.reconcileBatch('client_1', PAY_IDS)).toEqual({ postponed: 1, settled: 1, skipped: 1 });
+      expect(await outcomesCounted(metrics)).toEqual({ settled: 1, postponed: 1, requires_review: 0, skipped: 1 });
 
       expect(payments.postponeUnderLease).toHaveBeenCalledWith(db, lease(0), expect.objectContaining({ id: 'pay_1' }), {
         delayMs: expect.any(Number),

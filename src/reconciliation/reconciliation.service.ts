@@ -13,7 +13,7 @@ import { IdempotencyRepository } from '../ledger/idempotency.repository';
 import { type Lease } from '../ledger/lease';
 import { Ledger, type Recorded } from '../ledger/ledger.service';
 import { type HeldLease, heldSince } from '../ledger/lease';
-import { Metrics } from '../metrics/metrics';
+import { Metrics, type ReconcileOutcome } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../ledger/payment-outcome';
 import { PaymentsRepository } from '../ledger/payments.repository';
@@ -28,7 +28,8 @@ import {
   type ReconcileJobData,
 } from './reconciliation.constants';
 
-type ReconcileResult = 'settled' | 'postponed' | 'requires_review' | 'skipped';
+/** What one payment's reconciliation came to; each is counted in reconcile_outcomes_total. */
+type ReconcileResult = ReconcileOutcome;
 
 /** What one payment's step came to: done (written, or nothing to write), or a final outcome still to record. */
 type Step = { done: ReconcileResult } | { decide: FinalOutcome };
@@ -160,6 +161,12 @@ export class ReconciliationService {
    * in-call retries: the ladder below is this hop's only retry layer.
    */
   async reconcile(ref: PaymentRef): Promise<ReconcileResult> {
+    const result = await this.reconcileOne(ref);
+    this.metrics.reconcileOutcomes.inc({ outcome: result });
+    return result;
+  }
+
+  private async reconcileOne(ref: PaymentRef): Promise<ReconcileResult> {
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
     const askedAt = performance.now();
@@ -205,6 +212,7 @@ export class ReconciliationService {
     }
     const counts: Partial<Record<ReconcileResult, number>> = {};
     for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
+    for (const [outcome, count] of Object.entries(counts)) this.metrics.reconcileOutcomes.inc({ outcome }, count);
     return counts;
   }
 
