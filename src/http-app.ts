@@ -114,7 +114,7 @@ export function configureHttpApp(app: INestApplication): void {
     refuseBeforeRouting(request, response, new DomainError(ErrorCode.ParameterInvalid, problem.message, details));
   });
   app.useGlobalPipes(new StrictValidationPipe());
-  app.useGlobalFilters(new ErrorEnvelopeFilter((request) => allowedMethods(expressApp.router, request.path)));
+  app.useGlobalFilters(new ErrorEnvelopeFilter((request) => allowedMethods(expressApp.router, request.path), app.get(Metrics)));
   // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
 

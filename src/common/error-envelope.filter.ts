@@ -1,6 +1,7 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { DomainError } from './domain-error';
+import type { Metrics } from '../metrics/metrics';
+import { DomainError, ErrorCode } from './domain-error';
 import { errorReply, fromHttpException, fromInfrastructureError, isServerError, methodNotAllowed } from './error-envelope';
 import { errorForLog } from './log-safety';
 import { TransportError, TransportErrorCode } from './transport-error';
@@ -15,18 +16,23 @@ import { requestIdFor } from './request-id';
 @Catch()
 export class ErrorEnvelopeFilter implements ExceptionFilter {
   /** `allowedAt`: the methods the app's routes answer at the request's path. */
-  constructor(private readonly allowedAt: (request: Request) => string[]) {}
+  constructor(
+    private readonly allowedAt: (request: Request) => string[],
+    private readonly metrics: Metrics,
+  ) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const context = host.switchToHttp();
     const request = context.getRequest<Request>();
     const response = context.getResponse<Response>();
     const known = asApiError(exception);
-    const reply = replyForError(exception, known && this.withMethods(known, request), requestIdFor(request));
+    const answered = known && this.withMethods(known, request);
+    const reply = replyForError(exception, answered, requestIdFor(request));
     if (response.headersSent) {
       response.destroy();
       return;
     }
+    countConflict(this.metrics, answered);
     response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
   }
 
@@ -57,4 +63,18 @@ export function replyForError(exception: unknown, known: DomainError | Transport
   const serverError = isServerError(error);
   if (serverError) logger.error({ msg: 'request failed', requestId, code: error.code, err: errorForLog(exception) });
   return errorReply(error, serverError ? { request_id: requestId } : {});
+}
+
+/**
+ * Counts an idempotency conflict answered (idempotency_conflicts_total). Every
+ * 409 idempotency_key_in_use and 422 idempotency_key_reused is thrown by
+ * PaymentCreationService, the answer cache's 422 included, and so answered by
+ * the filter: EarlyAnswers answers only replays whose body matches the key and
+ * hands any other body on to the pipeline. Counted where the envelope is
+ * written, so one answer is one count whichever path threw it.
+ */
+export function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
+  if (error?.code === ErrorCode.IdempotencyKeyInUse || error?.code === ErrorCode.IdempotencyKeyReused) {
+    metrics.idempotencyConflicts.inc({ code: error.code });
+  }
 }
