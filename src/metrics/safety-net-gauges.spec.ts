@@ -11,7 +11,7 @@ function setup() {
     payments: { pending: 3, requires_review: 2, oldest_pending_age_seconds: 42.5 },
     deliveries: { pending: 7, oldest_pending_age_seconds: 9 },
   };
-  const query = jest.fn(async (sql: string) => {
+  const query = jest.fn(async (sql: string): Promise<unknown[]> => {
     if (sql === PAYMENTS_SQL) return [rows.payments];
     if (sql === DELIVERIES_SQL) return [rows.deliveries];
     throw new Error(`unexpected statement ${sql}`);
