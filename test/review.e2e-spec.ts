@@ -93,6 +93,30 @@ describe('payments in review', () => {
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
   });
 
+  it('payments:review lists what waits for a person, the longest waiting first, with when the worker asks again', async () => {
+    const payload = { amount: 700, currency: 'EUR', payment_method: 'pm_card_unavailable' };
+    const first = await post(randomUUID(), payload);
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '3600000' });
+    await reaches(first.body.id, 'requires_review');
+    const second = await post(randomUUID(), payload);
+    await reaches(second.body.id, 'requires_review');
+
+    const entry = join(__dirname, '..', 'dist', 'src', 'operator', 'payments-review.js');
+    const env = { ...process.env, NODE_ENV: 'test', DATABASE_URL: TEST_DATABASE_URL };
+    const stdout = await new Promise<string>((done, fail) => {
+      execFile(process.execPath, [entry, '--limit', '10'], { env, timeout: 20_000 }, (error, out, stderr) =>
+        error ? fail(new Error(`payments:review failed: ${stderr}`)) : done(out),
+      );
+    });
+    const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+
+    expect(lines.map((line) => line.id)).toEqual([first.body.id, second.body.id]);
+    for (const line of lines) {
+      expect(line).toMatchObject({ object: 'payment', amount: 700, currency: 'EUR', failure_code: 'reconciliation_exhausted' });
+      expect(Date.parse(line.next_recheck_at as string)).toBeGreaterThan(Date.parse(line.in_review_since as string));
+    }
+  });
+
   it('payment:resolve fails a review the provider never received, refusing to call it succeeded; the order is freed', async () => {
     const key = randomUUID();
     const payload = { amount: 900, currency: 'USD', payment_method: 'pm_card_unavailable', order_id: 'ord_review' };

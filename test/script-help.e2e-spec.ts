@@ -13,6 +13,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['client:create', 'src/clients/client-create.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
+  ['payments:review', 'src/operator/payments-review.js'],
   ['audit', 'scripts/audit.js'],
   ['demo', 'scripts/demo.js'],
   ['chaos', 'scripts/chaos.js'],

@@ -110,6 +110,28 @@ export class PaymentsRepository {
   }
 
   /**
+   * Payments waiting for review, the longest waiting first (updated_at is
+   * when each went to review: nothing else writes it until it leaves), of one
+   * client or all, with when the worker re-checks each next: null once its
+   * re-checks have ended and only a person can settle it.
+   */
+  async listInReview(
+    db: EntityManager,
+    page: { clientId?: string; limit: number },
+  ): Promise<(Payment & { nextRecheckAt: Date | null })[]> {
+    return queryRows<Payment & { nextRecheckAt: Date | null }>(
+      db,
+      `SELECT ${PAYMENT},
+              CASE WHEN next_reconcile_at = 'infinity' THEN NULL ELSE next_reconcile_at END AS "nextRecheckAt"
+         FROM payments
+        WHERE status = 'requires_review' AND ($1::uuid IS NULL OR client_id = $1)
+        ORDER BY updated_at, id
+        LIMIT $2`,
+      [page.clientId ?? null, page.limit],
+    );
+  }
+
+  /**
    * Undecided payments (pending, or in review) that reconciliation should
    * look at now: older than the stale threshold, due on their ladder or their
    * review re-check, and not leased by a live request. Across clients, so on
