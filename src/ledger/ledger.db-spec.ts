@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
-import type { Lease } from './lease';
+import { type Lease, heldSince } from './lease';
 import type { DataSource } from 'typeorm';
 import { loadConfig } from '../config/app-config';
 import { Ledger } from './ledger.service';
-import { heldSince } from './lease';
 
 describe('Ledger on Postgres', () => {
   const db = useLedgerFixtures();

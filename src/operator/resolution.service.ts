@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { IdempotencyRepository } from '../ledger/idempotency.repository';
-import { type Lease } from '../ledger/lease';
+import type { Lease } from '../ledger/lease';
 import { Ledger } from '../ledger/ledger.service';
 import { type PaymentResource, toResource } from '../ledger/payment-resource';
 import { type FinalOutcome, outcomeOfCharge } from '../ledger/payment-outcome';

@@ -10,15 +10,13 @@ import { ClientsRepository } from '../clients/clients.repository';
 import { CrashPoint } from '../common/crash-point';
 import { errorForLog } from '../common/log-safety';
 import { IdempotencyRepository } from '../ledger/idempotency.repository';
-import { type Lease } from '../ledger/lease';
+import { type HeldLease, type Lease, heldSince } from '../ledger/lease';
 import { Ledger, type Recorded } from '../ledger/ledger.service';
-import { type HeldLease, heldSince } from '../ledger/lease';
 import { Metrics, type ReconcileOutcome } from '../metrics/metrics';
 import { chargeInputFor } from '../payments/payment';
 import { type FinalOutcome, outcomeOfCharge } from '../ledger/payment-outcome';
 import { PaymentsRepository } from '../ledger/payments.repository';
-import { type PaymentRef } from '../ledger/payments.table';
-import type { Payment } from '../ledger/payments.table';
+import type { Payment, PaymentRef } from '../ledger/payments.table';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
 import {

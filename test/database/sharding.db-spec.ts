@@ -8,7 +8,7 @@ import { ClientsRepository } from '../../src/clients/clients.repository';
 import { loadConfig } from '../../src/config/app-config';
 import { decisionOf } from '../../src/ledger/ledger.service';
 import { IdempotencyRepository } from '../../src/ledger/idempotency.repository';
-import { type Lease } from '../../src/ledger/lease';
+import type { Lease } from '../../src/ledger/lease';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { type DeliveryClaim, WebhookDeliveriesRepository } from '../../src/merchant-events/webhook-deliveries.repository';
 import { newPendingPayment } from '../../src/payments/payment';

@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { IdempotencyRepository } from '../../src/ledger/idempotency.repository';
-import { type Lease } from '../../src/ledger/lease';
+import type { Lease } from '../../src/ledger/lease';
 import { loadConfig } from '../../src/config/app-config';
 import { decisionOf } from '../../src/ledger/ledger.service';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { newPaymentId, providerKeyFor } from '../../src/ledger/payment-id';
 import type { FinalOutcome } from '../../src/ledger/payment-outcome';
 import { type Decided, PaymentsRepository } from '../../src/ledger/payments.repository';
-import { type PaymentRef } from '../../src/ledger/payments.table';
-import type { Payment } from '../../src/ledger/payments.table';
+import type { Payment, PaymentRef } from '../../src/ledger/payments.table';
 import { useTestDatabase } from './test-database';
 import { createClient } from './test-env';
 
