@@ -12,7 +12,7 @@ import { WebhooksModule } from './merchant-events/webhooks.module';
 import { WEBHOOKS_QUEUE } from './merchant-events/webhooks.constants';
 import { Metrics } from './metrics/metrics';
 import { MetricsModule } from './metrics/metrics.module';
-import { SafetyNetGauges } from './metrics/safety-net-gauges';
+import { SafetyNetGauges } from './reconciliation/safety-net-gauges';
 import { RECONCILIATION_QUEUE } from './reconciliation/reconciliation.constants';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
 

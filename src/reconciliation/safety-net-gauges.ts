@@ -2,7 +2,8 @@ import { Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nest
 import type { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { errorForLog } from '../common/log-safety';
-import type { Metrics } from './metrics';
+import { queryRow } from '../database/sql';
+import type { Metrics } from '../metrics/metrics';
 
 /** The BullMQ states queue_jobs reports, each a label value. */
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed', 'prioritized'] as const;
@@ -91,8 +92,9 @@ export class SafetyNetGauges implements OnApplicationBootstrap, OnModuleDestroy 
 
   private async refresh(): Promise<void> {
     const db = this.dataSource.manager;
-    const [payments] = (await db.query(PAYMENTS_SQL)) as PaymentsRow[];
-    const [deliveries] = (await db.query(DELIVERIES_SQL)) as DeliveriesRow[];
+    // Aggregates without GROUP BY: one row each, always.
+    const payments = (await queryRow<PaymentsRow>(db, PAYMENTS_SQL))!;
+    const deliveries = (await queryRow<DeliveriesRow>(db, DELIVERIES_SQL))!;
     const counts = await Promise.all(this.queues.map((queue) => queue.getJobCounts(...QUEUE_STATES)));
     // Set together once everything is read, so one scrape never mixes two refreshes.
     const { metrics } = this;

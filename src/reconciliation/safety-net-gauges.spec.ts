@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
-import { Metrics } from './metrics';
+import { Metrics } from '../metrics/metrics';
 import { DELIVERIES_SQL, PAYMENTS_SQL, SafetyNetGauges } from './safety-net-gauges';
 
 const INTERVAL_MS = 15_000;
