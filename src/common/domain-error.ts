@@ -21,3 +21,6 @@ export enum ErrorCode {
 }
 
 export class DomainError extends CodedError<ErrorCode> {}
+
+/** The answers a retry can meet on its key: counted by idempotency_conflicts_total. */
+export const IDEMPOTENCY_CONFLICT_CODES: readonly string[] = [ErrorCode.IdempotencyKeyInUse, ErrorCode.IdempotencyKeyReused];

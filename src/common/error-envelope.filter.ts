@@ -1,7 +1,7 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import type { Metrics } from '../metrics/metrics';
-import { DomainError, ErrorCode } from './domain-error';
+import { DomainError, IDEMPOTENCY_CONFLICT_CODES } from './domain-error';
 import { errorReply, fromHttpException, fromInfrastructureError, isServerError, methodNotAllowed } from './error-envelope';
 import { errorForLog } from './log-safety';
 import { TransportError, TransportErrorCode } from './transport-error';
@@ -19,7 +19,10 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
   constructor(
     private readonly allowedAt: (request: Request) => string[],
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    // Every series exists from the start at 0, so rate() and increase() see the first conflict.
+    for (const code of IDEMPOTENCY_CONFLICT_CODES) metrics.idempotencyConflicts.inc({ code }, 0);
+  }
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const context = host.switchToHttp();
@@ -69,12 +72,9 @@ export function replyForError(exception: unknown, known: DomainError | Transport
  * Counts an idempotency conflict answered (idempotency_conflicts_total). Every
  * 409 idempotency_key_in_use and 422 idempotency_key_reused is thrown by
  * PaymentCreationService, the answer cache's 422 included, and so answered by
- * the filter: EarlyAnswers answers only replays whose body matches the key and
- * hands any other body on to the pipeline. Counted where the envelope is
- * written, so one answer is one count whichever path threw it.
+ * this filter: EarlyAnswers answers only replays whose body matches the key,
+ * and reads, and hands any other body on to the pipeline.
  */
-export function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
-  if (error?.code === ErrorCode.IdempotencyKeyInUse || error?.code === ErrorCode.IdempotencyKeyReused) {
-    metrics.idempotencyConflicts.inc({ code: error.code });
-  }
+function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
+  if (error && IDEMPOTENCY_CONFLICT_CODES.includes(error.code)) metrics.idempotencyConflicts.inc({ code: error.code });
 }

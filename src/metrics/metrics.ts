@@ -1,13 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ErrorCode } from '../common/domain-error';
 
 /** What reconciling one payment can come to (reconcile_outcomes_total's outcome label). */
 export const RECONCILE_OUTCOMES = ['settled', 'postponed', 'requires_review', 'skipped'] as const;
 export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
-
-/** The idempotency conflicts counted by idempotency_conflicts_total. */
-export const IDEMPOTENCY_CONFLICT_CODES: readonly string[] = [ErrorCode.IdempotencyKeyInUse, ErrorCode.IdempotencyKeyReused];
 
 /**
  * The process's Prometheus registry, one per process (not prom-client's global
@@ -168,6 +164,5 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     // Every series exists from the start at 0, so rate() and increase() see the first one.
     for (const outcome of RECONCILE_OUTCOMES) this.reconcileOutcomes.inc({ outcome }, 0);
-    for (const code of IDEMPOTENCY_CONFLICT_CODES) this.idempotencyConflicts.inc({ code }, 0);
   }
 }

@@ -3,7 +3,7 @@ import type { AuthFailureLimiter } from '../clients/auth-failure-limiter';
 import type { ClientRateLimit } from '../clients/client-rate-limit';
 import type { ClientsService } from '../clients/clients.service';
 import { errorReply } from '../common/error-envelope';
-import { asApiError, countConflict, replyForError } from '../common/error-envelope.filter';
+import { asApiError, replyForError } from '../common/error-envelope.filter';
 import { type HttpReply, writeReply } from '../common/http-reply';
 import { parsedBodyProblem } from '../common/json-body';
 import type { JsonBodyReader } from '../common/json-body-reader';
@@ -131,12 +131,7 @@ export class EarlyAnswers {
     if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
     this.parts.lookup.get(ask.clientId, id).then(
       (payment) => this.send(ask, { limitHeaders, reply: { status: 200, body: JSON.stringify(payment), headers: {} } }, endTimer),
-      (error: unknown) => {
-        const known = asApiError(error);
-        // A read raises no idempotency conflict today; counted as the filter counts, should one ever be raised here.
-        countConflict(this.parts.metrics, known);
-        this.send(ask, { limitHeaders, reply: replyForError(error, known, requestIdFor(ask.request)) }, endTimer);
-      },
+      (error: unknown) => this.send(ask, { limitHeaders, reply: replyForError(error, asApiError(error), requestIdFor(ask.request)) }, endTimer),
     );
   }
 
