@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { type ProviderCharge, parseProviderCharge } from './provider-charge';
+import { anyString, anyValue, codePoints, poison, poisoned, storable, storableString } from './provider-strings.fixture';
 
 /**
  * parseProviderCharge against the contract of issue 23, for any body a
@@ -14,48 +15,6 @@ import { type ProviderCharge, parseProviderCharge } from './provider-charge';
 const ID_MAX = 255;
 const FAILURE_CODE_MAX = 100;
 const STATUSES = ['succeeded', 'failed', 'pending'];
-
-/** In a `u` regular expression a surrogate pair is one code point, so \p{Cs} matches only a lone surrogate. */
-const storable = (text: string) => !text.includes('\u0000') && !/\p{Cs}/u.test(text);
-const codePoints = (text: string) => [...text].length;
-
-const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit));
-
-/** One unit of text: plain, astral (two UTF-16 units, one code point), with a variation selector, or one that cannot be stored. */
-const piece = fc.oneof(
-  { arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }), weight: 4 },
-  { arbitrary: fc.constantFrom('a', '_', '😀', '𝒜', '❤️', 'e\u0301', '👩‍👩‍👧', '\ufe0f', '\u200d', '\ufeff', '\uffff'), weight: 4 },
-  { arbitrary: fc.constantFrom('\u0000', '\ud800', '\udfff', '\udc00\ud800'), weight: 1 },
-  { arbitrary: loneSurrogate, weight: 1 },
-);
-
-/** A string of `count` copies of one piece: lengths that sit on either side of the caps, in code points and in UTF-16 units. */
-const repeated = fc
-  .tuple(
-    fc.constantFrom('x', '😀', '𝒜', '❤️', 'e\u0301', '👩‍👩‍👧'),
-    fc.constantFrom(1, 33, 50, 51, 99, 100, 101, 127, 128, 254, 255, 256, 300),
-  )
-  .map(([unit, count]) => unit.repeat(count));
-
-/** Strings of every kind a charge's id or failure_code may come as. */
-const anyString: fc.Arbitrary<string> = fc.oneof(
-  fc.string({ maxLength: 40 }),
-  fc.string({ unit: 'binary', maxLength: 40 }),
-  fc.array(piece, { maxLength: 12 }).map((pieces) => pieces.join('')),
-  repeated,
-  // A storable string with one U+0000 or lone surrogate put anywhere in it.
-  fc
-    .tuple(repeated, fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00'), fc.nat())
-    .map(([text, bad, at]) => `${text.slice(0, at % (text.length + 1))}${bad}${text.slice(at % (text.length + 1))}`),
-  fc.constantFrom('', 'ch_1', 'do_not_honor\u0000', 'ch_\ud800', 'card_declined', '\u0000'),
-);
-
-/** Values of any JSON type, and a few that JSON.parse never makes. */
-const anyValue: fc.Arbitrary<unknown> = fc.oneof(
-  anyString,
-  fc.jsonValue({ maxDepth: 2 }),
-  fc.constantFrom(undefined, null, NaN, Infinity, -1, 1.5, 2 ** 53, -0, '500', true, [], {}),
-);
 
 /** A charge body, each of its fields well-formed, or of another value or type, or missing, with extra fields now and then. */
 const chargeLike: fc.Arbitrary<Record<string, unknown>> = fc
@@ -81,15 +40,6 @@ const anyBody: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** A charge the contract says must be read: every string storable and within its cap, however it is spelled. */
-const storableString = (min: number, max: number) =>
-  fc
-    .oneof(
-      fc.array(piece, { minLength: 1, maxLength: 40 }).map((pieces) => pieces.join('')),
-      repeated,
-      fc.string({ unit: 'grapheme', minLength: min, maxLength: max }),
-    )
-    .filter((text) => storable(text) && codePoints(text) >= min && codePoints(text) <= max);
-
 const wellFormed: fc.Arbitrary<ProviderCharge> = fc.record({
   id: storableString(1, ID_MAX),
   status: fc.constantFrom(...(STATUSES as ProviderCharge['status'][])),
@@ -140,14 +90,9 @@ describe('parseProviderCharge, for any body', () => {
   });
 
   it('never reads a body holding U+0000 or a lone surrogate in id or failure_code', () => {
-    const poison = fc.constantFrom('\u0000', '\ud800', '\udfff', '\udc00\ud800');
     fc.assert(
       fc.property(wellFormed, poison, fc.constantFrom('id', 'failure_code'), fc.nat(), (charge, bad, field, at) => {
-        // Put between two code points: inside a surrogate pair, '\udc00\ud800' would make two whole pairs.
-        const points = [...(charge[field] ?? 'do_not_honor')];
-        const cut = at % (points.length + 1);
-        const poisoned = `${points.slice(0, cut).join('')}${bad}${points.slice(cut).join('')}`;
-        expect(parseProviderCharge({ ...charge, [field]: poisoned })).toBeUndefined();
+        expect(parseProviderCharge({ ...charge, [field]: poisoned(charge[field] ?? 'do_not_honor', bad, at) })).toBeUndefined();
       }),
     );
   });
