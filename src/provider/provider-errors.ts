@@ -63,7 +63,7 @@ export const RETRY_RULES = [
   {
     failure: 'malformed body',
     disposition: 'never',
-    why: 'a 2xx whose body is not a valid charge: not trusted, the outcome stays unknown',
+    why: 'a 2xx whose body is not a valid charge or refund: not trusted, the outcome stays unknown',
   },
   {
     failure: 'circuit open',

@@ -21,6 +21,21 @@ const INPUT = {
   paymentMethod: 'pm_card_ok',
   reference: 'pay_1',
 };
+/** A refund as the provider answers it; the client keeps only what ProviderRefund holds. */
+const REFUND_ANSWER = {
+  id: 'rf_1',
+  object: 'refund',
+  charge: 'ch_1',
+  amount: 200,
+  currency: 'USD',
+  status: 'succeeded',
+  failure_code: null,
+  reference: 're_1',
+  idempotency_key: 'rk_re_1',
+  created_at: '2026-01-01T00:00:00.000Z',
+};
+const REFUND = { id: 'rf_1', status: 'succeeded', amount: 200, charge: 'ch_1', failure_code: null };
+const REFUND_INPUT = { providerKey: 'rk_re_1', charge: 'ch_1', amount: 200, reference: 're_1' };
 /** The API clients whose payments the calls are for. */
 const A = { clientId: 'client_a' };
 const B = { clientId: 'client_b' };
@@ -586,6 +601,155 @@ describe('ProviderClient.getCharge', () => {
       attempts: 1,
     });
     expect(received).toHaveLength(1);
+  });
+});
+
+describe('ProviderClient.createRefund', () => {
+  it('posts the refund with its own idempotency key, request id and JSON body, and keeps only the refund\'s fields', async () => {
+    const client = clientFor(config(await startProvider(reply(201, REFUND_ANSWER))), fakeTime().deps);
+    await expect(client.createRefund(REFUND_INPUT, { ...A, requestId: 'req_rf' })).resolves.toEqual({
+      kind: 'answered',
+      refund: REFUND,
+    });
+    expect(received).toHaveLength(1);
+    expect(received[0]).toMatchObject({ method: 'POST', url: '/refunds' });
+    expect(received[0].headers).toMatchObject({
+      'idempotency-key': 'rk_re_1',
+      'x-request-id': 'req_rf',
+      'content-type': 'application/json',
+    });
+    expect(JSON.parse(received[0].body)).toEqual({ charge: 'ch_1', amount: 200, reference: 're_1' });
+  });
+
+  it('returns a failed refund as an answer, without retrying', async () => {
+    const failed = { ...REFUND_ANSWER, status: 'failed', failure_code: 'refund_declined' };
+    const client = clientFor(config(await startProvider(reply(201, failed))), fakeTime().deps);
+    await expect(client.createRefund(REFUND_INPUT, A)).resolves.toEqual({
+      kind: 'answered',
+      refund: { ...REFUND, status: 'failed', failure_code: 'refund_declined' },
+    });
+    expect(received).toHaveLength(1);
+  });
+
+  it('retries a 503 with the same key and body, so the provider replays rather than refunds twice', async () => {
+    const { clock, deps } = fakeTime(0.5);
+    const url = await startProvider(reply(503, 'busy'), reply(201, REFUND_ANSWER));
+    const { client, metrics } = wire(config(url), deps);
+    await expect(client.createRefund(REFUND_INPUT, A)).resolves.toEqual({ kind: 'answered', refund: REFUND });
+    expect(received.map((r) => r.headers['idempotency-key'])).toEqual(['rk_re_1', 'rk_re_1']);
+    expect(received[1].body).toBe(received[0].body);
+    expect(clock.slept).toEqual([50]);
+    expect(await counter(metrics, 'provider_attempts_total', { operation: 'create_refund', outcome: 'transient' })).toBe(1);
+    expect(await counter(metrics, 'provider_attempts_total', { operation: 'create_refund', outcome: 'answered' })).toBe(1);
+  });
+
+  it('retries a lost reply with the same key', async () => {
+    const client = clientFor(config(await startProvider(hangUp, reply(201, REFUND_ANSWER))), fakeTime().deps);
+    await expect(client.createRefund(REFUND_INPUT, A)).resolves.toEqual({ kind: 'answered', refund: REFUND });
+    expect(received.map((r) => r.headers['idempotency-key'])).toEqual(['rk_re_1', 'rk_re_1']);
+  });
+
+  it('does not retry a 422 (more than is left of the charge), and logs it at error level with key and request id', async () => {
+    const tooLarge = { error: { code: 'amount_too_large', message: 'Refunding 200 would exceed charge ch_1' } };
+    const client = clientFor(config(await startProvider(reply(422, tooLarge))), fakeTime().deps);
+    const result = await client.createRefund(REFUND_INPUT, { ...A, requestId: 'req_422' });
+    expect(result).toEqual({
+      kind: 'unknown',
+      gaveUp: 'not_retryable',
+      attempts: 1,
+      reason: `HTTP 422 ${JSON.stringify(tooLarge)} (not retried)`,
+    });
+    expect(received).toHaveLength(1);
+    expect(logs.error).toHaveBeenCalledTimes(1);
+    expect(gaveUpEntry()).toMatchObject({ providerKey: 'rk_re_1', requestId: 'req_422', attempts: 1 });
+    expect(gaveUpEntry().msg).toMatch(/^Provider POST \/refunds gave up after 1 attempt\(s\)/);
+  });
+
+  it.each([
+    ['an amount as a string', { ...REFUND_ANSWER, amount: '200' }],
+    ['a zero amount', { ...REFUND_ANSWER, amount: 0 }],
+    ['no charge', { ...REFUND_ANSWER, charge: undefined }],
+    ['U+0000 in the failure_code', { ...REFUND_ANSWER, status: 'failed', failure_code: 'refund_declined\u0000' }],
+    ['a charge in place of the refund', CHARGE],
+    ['invalid JSON', '{"id":'],
+    ['an empty body', ''],
+  ])('treats a 2xx with %s as unknown, not as an answer, and does not retry', async (_case, body) => {
+    const client = clientFor(config(await startProvider(reply(201, body))), fakeTime().deps);
+    const result = await client.createRefund(REFUND_INPUT, A);
+    expect(result).toMatchObject({ kind: 'unknown', gaveUp: 'not_retryable', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a malformed refund: /);
+    expect(received).toHaveLength(1);
+  });
+
+  it('reads no more of an answer than PROVIDER_MAX_BODY_BYTES, with or without a Content-Length', async () => {
+    const padded = JSON.stringify({ ...REFUND_ANSWER, padding: 'x'.repeat(4_096) });
+    const chunked: Step = (_req, res) => {
+      res.writeHead(201, { 'Content-Type': 'application/json' });
+      res.write(padded.slice(0, 100));
+      res.end(padded.slice(100));
+    };
+    const url = await startProvider(reply(201, padded), chunked, reply(200, padded));
+    const client = clientFor(config(url, { PROVIDER_MAX_BODY_BYTES: '2048' }), fakeTime().deps);
+    for (let i = 0; i < 2; i++) {
+      const result = await client.createRefund(REFUND_INPUT, A);
+      expect(result).toMatchObject({ kind: 'unknown', gaveUp: 'not_retryable', attempts: 1 });
+      expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 201 with a body over 2048 bytes/);
+    }
+    const roomy = clientFor(config(url, { PROVIDER_MAX_BODY_BYTES: '8192' }), fakeTime().deps);
+    await expect(roomy.getRefund(REFUND_INPUT.providerKey, A)).resolves.toEqual({ kind: 'found', refund: REFUND });
+  });
+
+  it('is refused without sending while the client\'s circuit is open, like any call', async () => {
+    const url = await startProvider(reply(503));
+    const { client, breaker } = wire(
+      config(url, { PROVIDER_BREAKER_MIN_CALLS: '1', PROVIDER_BREAKER_HALF_OPEN_MS: '60000', PROVIDER_MAX_ATTEMPTS: '1' }),
+      fakeTime().deps,
+    );
+    await client.getCharge('pk_pay_1', A);
+    expect(breaker.states(A.clientId).client).toBe('open');
+    await expect(client.createRefund(REFUND_INPUT, A)).resolves.toMatchObject({
+      kind: 'unknown',
+      gaveUp: 'breaker_open',
+      attempts: 0,
+    });
+    expect(received).toHaveLength(1);
+  });
+});
+
+describe('ProviderClient.getRefund', () => {
+  it('finds a refund by its provider key, without an idempotency key', async () => {
+    const url = await startProvider(reply(200, REFUND_ANSWER));
+    const { client, metrics } = wire(config(url), fakeTime().deps);
+    await expect(client.getRefund('rk/odd key', { ...A, requestId: 'req_gr' })).resolves.toEqual({
+      kind: 'found',
+      refund: REFUND,
+    });
+    expect(received[0]).toMatchObject({ method: 'GET', url: '/refunds/rk%2Fodd%20key' });
+    expect(received[0].headers['idempotency-key']).toBeUndefined();
+    expect(received[0].headers['x-request-id']).toBe('req_gr');
+    expect(await counter(metrics, 'provider_attempts_total', { operation: 'get_refund', outcome: 'answered' })).toBe(1);
+  });
+
+  it('reports a 404 as not_found, without retrying', async () => {
+    const notFound = { error: { code: 'refund_not_found', message: 'No refund with key rk_re_1 was received' } };
+    const client = clientFor(config(await startProvider(reply(404, notFound))), fakeTime().deps);
+    await expect(client.getRefund('rk_re_1', A)).resolves.toEqual({ kind: 'not_found' });
+    expect(received).toHaveLength(1);
+    expect(logs.error).not.toHaveBeenCalled();
+  });
+
+  it('retries a 503 and then finds the refund', async () => {
+    const client = clientFor(config(await startProvider(reply(503), reply(200, REFUND_ANSWER))), fakeTime().deps);
+    await expect(client.getRefund('rk_re_1', A)).resolves.toEqual({ kind: 'found', refund: REFUND });
+    expect(received).toHaveLength(2);
+  });
+
+  it('treats a malformed refund as unknown, never as not_found', async () => {
+    const url = await startProvider(reply(200, { ...REFUND_ANSWER, id: 'rf_\ud800' }));
+    const client = clientFor(config(url), fakeTime().deps);
+    const result = await client.getRefund('rk_re_1', A);
+    expect(result).toMatchObject({ kind: 'unknown', gaveUp: 'not_retryable', attempts: 1 });
+    expect(result.kind === 'unknown' && result.reason).toMatch(/^HTTP 200 with a malformed refund/);
   });
 });
 

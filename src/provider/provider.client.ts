@@ -5,14 +5,16 @@ import { Metrics } from '../metrics/metrics';
 import { ProviderBreaker } from './provider-breaker';
 import { parseProviderCharge, type ProviderCharge } from './provider-charge';
 import { type AttemptFailure, classifyError, classifyStatus, ruleFor } from './provider-errors';
+import { parseProviderRefund, type ProviderRefund } from './provider-refund';
 import { parseRetryAfterMs } from './retry-after';
 import { type RetryBudget, RetryBudgets } from './retry-budget';
 import { type GiveUpReason, type RetryClock, type RetryOutcome, SYSTEM_CLOCK, retry } from './retry-policy';
 
 export type { ProviderCharge } from './provider-charge';
+export type { ProviderRefund } from './provider-refund';
 
-interface CallOptions {
-  /** The API client whose payment this is: its circuit and retry budget are the ones used. */
+export interface CallOptions {
+  /** The API client whose payment or refund this is: its circuit and retry budget are the ones used. */
   clientId: string;
   /** Sent as X-Request-Id and logged, so one request can be followed across services. */
   requestId?: string;
@@ -32,11 +34,25 @@ export interface ChargeInput {
   reference: string;
 }
 
+export interface RefundInput {
+  /**
+   * Deterministic per refund, and not the payment's: every attempt for this
+   * refund sends the same key, and another refund of the same charge another.
+   */
+  providerKey: string;
+  /** The provider's id of the charge refunded (ch_…), as its answer gave it. */
+  charge: string;
+  /** In the charge's minor units; the provider refuses (422) more than is left of the charge. */
+  amount: number;
+  /** The refund id; the provider keeps it on the refund. */
+  reference: string;
+}
+
 /** Why a call ended without an answer: the retry policy's reasons, or the open circuit. */
 type GiveUp = GiveUpReason | 'breaker_open';
 
-/** The provider could not give a trustworthy answer: a charge may or may not exist. */
-interface UnknownOutcome {
+/** The provider could not give a trustworthy answer: a charge or refund may or may not exist. */
+export interface UnknownOutcome {
   kind: 'unknown';
   /** 'breaker_open': the last try was refused by the circuit breaker and sent nothing. */
   gaveUp: GiveUp;
@@ -44,10 +60,23 @@ interface UnknownOutcome {
   attempts: number;
 }
 
-type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
+export type ChargeResult = { kind: 'answered'; charge: ProviderCharge } | UnknownOutcome;
 
-type LookupResult =
+export type ChargeLookupResult =
   | { kind: 'found'; charge: ProviderCharge }
+  | { kind: 'not_found' }
+  | UnknownOutcome;
+
+/**
+ * An answered refund may still have failed or be pending: its status says.
+ * 'unknown' means the refund may or may not have been made, so the caller
+ * asks again with the same key rather than refund under a new one.
+ */
+export type RefundResult = { kind: 'answered'; refund: ProviderRefund } | UnknownOutcome;
+
+/** not_found: the provider never received a refund under this key, so none was made. */
+export type RefundLookupResult =
+  | { kind: 'found'; refund: ProviderRefund }
   | { kind: 'not_found' }
   | UnknownOutcome;
 
@@ -91,9 +120,24 @@ function failedForProvider(outcome: RetryOutcome<unknown>): boolean {
   return outcome.last.rule.disposition !== 'never' || outcome.last.rule.failure === 'circuit open';
 }
 
+/**
+ * How one kind of provider object is read from a 2xx body: its parser, and
+ * its name in the reason a malformed one gives.
+ */
+interface BodyReader<V> {
+  what: 'charge' | 'refund';
+  parse(body: unknown): V | undefined;
+}
+
+const CHARGE: BodyReader<ProviderCharge> = { what: 'charge', parse: parseProviderCharge };
+const REFUND: BodyReader<ProviderRefund> = { what: 'refund', parse: parseProviderRefund };
+
+/** The one answer of a lookup that carries no body: nothing was ever received under the key. */
+const NOT_FOUND = { kind: 'not_found' } as const;
+
 interface Call<T> {
   /** The provider_attempts_total label. */
-  operation: 'create_charge' | 'get_charge';
+  operation: 'create_charge' | 'get_charge' | 'create_refund' | 'get_refund';
   method: 'GET' | 'POST';
   path: string;
   providerKey: string;
@@ -104,8 +148,9 @@ interface Call<T> {
 
 /**
  * The only caller of the payment provider. Every method returns an answer or
- * 'unknown'; provider trouble never throws. 'unknown' means a charge may exist:
- * the caller keeps the payment pending and reconciliation asks again later.
+ * 'unknown'; provider trouble never throws. 'unknown' means a charge (or a
+ * refund) may exist: the caller keeps the payment (or refund) pending and
+ * asks again later under the same key.
  *
  * This is the API's one layer of in-request retries (the worker calls with
  * maxAttempts: 1: its ladder is its retry layer). The loop is retry-policy.ts:
@@ -117,8 +162,9 @@ interface Call<T> {
  * client's circuit breaker once: refused before it starts, counted once when it
  * ends, and its retries stop if a circuit opens meanwhile. Which failures are
  * retried is the table in provider-errors.ts. Retrying a POST
- * whose reply was lost is safe only because every attempt for a payment sends
- * the same deterministic provider key: the provider replays, never re-charges.
+ * whose reply was lost is safe only because every attempt for a payment (or a
+ * refund) sends the same deterministic provider key: the provider replays,
+ * never charges or refunds twice.
  */
 @Injectable()
 export class ProviderClient {
@@ -153,30 +199,55 @@ export class ProviderClient {
           payment_method: input.paymentMethod,
           reference: input.reference,
         }),
-        read: async (response) =>
-          response.ok
-            ? this.readCharge(response, (charge) => ({ kind: 'answered', charge }))
-            : { failure: await this.statusFailure(response) },
+        read: (response) => this.readAnswer(response, CHARGE, (charge) => ({ kind: 'answered', charge })),
       },
       opts,
     );
   }
 
-  getCharge(providerKey: string, opts: CallOptions): Promise<LookupResult> {
-    return this.call<LookupResult>(
+  getCharge(providerKey: string, opts: CallOptions): Promise<ChargeLookupResult> {
+    return this.call<ChargeLookupResult>(
       {
         operation: 'get_charge',
         method: 'GET',
         path: `/charges/${encodeURIComponent(providerKey)}`,
         providerKey,
-        read: async (response) => {
-          if (response.ok) return this.readCharge(response, (charge) => ({ kind: 'found', charge }));
-          if (response.status === 404) {
-            await response.body?.cancel();
-            return { value: { kind: 'not_found' } };
-          }
-          return { failure: await this.statusFailure(response) };
-        },
+        read: (response) => this.readLookup(response, CHARGE, (charge) => ({ kind: 'found', charge })),
+      },
+      opts,
+    );
+  }
+
+  /**
+   * Refunds `amount` of a charge. Any 4xx, the provider's 422s included
+   * (more than is left of the charge, a charge not refundable, the key reused
+   * with other parameters), is 'unknown' and not retried, as for a charge: it
+   * means the two sides disagree, which the caller must not read as a refund
+   * declined.
+   */
+  createRefund(input: RefundInput, opts: CallOptions): Promise<RefundResult> {
+    return this.call<RefundResult>(
+      {
+        operation: 'create_refund',
+        method: 'POST',
+        path: '/refunds',
+        providerKey: input.providerKey,
+        body: JSON.stringify({ charge: input.charge, amount: input.amount, reference: input.reference }),
+        read: (response) => this.readAnswer(response, REFUND, (refund) => ({ kind: 'answered', refund })),
+      },
+      opts,
+    );
+  }
+
+  /** The refund made under the refund's provider key, as the provider holds it now. */
+  getRefund(providerKey: string, opts: CallOptions): Promise<RefundLookupResult> {
+    return this.call<RefundLookupResult>(
+      {
+        operation: 'get_refund',
+        method: 'GET',
+        path: `/refunds/${encodeURIComponent(providerKey)}`,
+        providerKey,
+        read: (response) => this.readLookup(response, REFUND, (refund) => ({ kind: 'found', refund })),
       },
       opts,
     );
@@ -258,12 +329,40 @@ export class ProviderClient {
     }
   }
 
-  private async readCharge<T>(response: Response, answer: (charge: ProviderCharge) => T): Promise<Attempt<T>> {
+  /** A create's reply: a 2xx is the answer, any other status a failure to classify. */
+  private async readAnswer<V, T>(response: Response, reader: BodyReader<V>, answer: (value: V) => T): Promise<Attempt<T>> {
+    return response.ok ? this.readBody(response, reader, answer) : { failure: await this.statusFailure(response) };
+  }
+
+  /**
+   * A lookup's reply: as a create's, and a 404 is an answer too: nothing was
+   * ever received under the key, so nothing was made under it.
+   */
+  private async readLookup<V, T>(
+    response: Response,
+    reader: BodyReader<V>,
+    found: (value: V) => T,
+  ): Promise<Attempt<T | typeof NOT_FOUND>> {
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return { value: NOT_FOUND };
+    }
+    return this.readAnswer(response, reader, found);
+  }
+
+  /**
+   * A 2xx body read as `reader` says, charge and refund alike, so both get the
+   * same caps: no more than PROVIDER_MAX_BODY_BYTES is read, and a body too
+   * long or that does not parse is a 'malformed body' failure, never an
+   * answer, so the outcome stays unknown.
+   */
+  private async readBody<V, T>(response: Response, reader: BodyReader<V>, answer: (value: V) => T): Promise<Attempt<T>> {
     const { maxBodyBytes } = this.config.provider;
     const text = await textWithin(response, maxBodyBytes);
-    const charge = text === undefined ? undefined : parseProviderCharge(parseJson(text));
-    if (charge) return { value: answer(charge) };
-    const body = text === undefined ? `a body over ${maxBodyBytes} bytes` : `a malformed charge: ${snippet(text) || '(empty body)'}`;
+    const value = text === undefined ? undefined : reader.parse(parseJson(text));
+    if (value !== undefined) return { value: answer(value) };
+    const body =
+      text === undefined ? `a body over ${maxBodyBytes} bytes` : `a malformed ${reader.what}: ${snippet(text) || '(empty body)'}`;
     return { failure: { rule: ruleFor('malformed body'), reason: `HTTP ${response.status} with ${body}` } };
   }
 
