@@ -1,5 +1,5 @@
 import { DomainError } from '../common/domain-error';
-import { isChargeEvent, parseProviderEvent } from './provider-event';
+import { isChargeEvent, isRefundEvent, parseProviderEvent } from './provider-event';
 
 const charge = { id: 'ch_1', status: 'succeeded', amount: 500, currency: 'USD', failure_code: null };
 const event = (overrides: Record<string, unknown> = {}, data: Record<string, unknown> = {}) => ({
@@ -7,6 +7,26 @@ const event = (overrides: Record<string, unknown> = {}, data: Record<string, unk
   type: 'charge.succeeded',
   created_at: '2026-12-01T00:00:00Z',
   data: { ...charge, provider_key: 'pk_pay_1', reference: 'pay_1', version: 2, ...data },
+  ...overrides,
+});
+
+const refund = { id: 'rf_1', status: 'succeeded', amount: 400, charge: 'ch_1', failure_code: null };
+/** A refund event as the mock provider sends it: the refund as GET /refunds/:providerKey answers it, its key and version. */
+const refundEvent = (overrides: Record<string, unknown> = {}, data: Record<string, unknown> = {}) => ({
+  id: 'evt_2',
+  type: 'refund.succeeded',
+  created_at: '2026-12-01T00:00:00Z',
+  data: {
+    ...refund,
+    object: 'refund',
+    currency: 'USD',
+    reference: 're_1',
+    idempotency_key: 'rk_re_1',
+    created_at: '2026-12-01T00:00:00Z',
+    provider_key: 'rk_re_1',
+    version: 1,
+    ...data,
+  },
   ...overrides,
 });
 
@@ -23,18 +43,31 @@ describe('parseProviderEvent', () => {
     expect(parseProviderEvent(event({}, { version: 2 ** 31 - 1 }))).toMatchObject({ data: { version: 2 ** 31 - 1 } });
   });
 
-  it.each(['refund.pending', 'refund.succeeded', 'refund.failed'])(
-    'reads a %s event as one this API acknowledges without applying it',
-    (type) => {
-      const refund = event({ type }, { id: 'rf_1', object: 'refund', charge: 'ch_1', provider_key: 'rk_1' });
+  it.each([
+    ['refund.pending', { status: 'pending' }],
+    ['refund.succeeded', { status: 'succeeded' }],
+    ['refund.failed', { status: 'failed', failure_code: 'refund_declined' }],
+  ])('reads a %s event: the refund, its own provider key and its version', (type, change) => {
+    const parsed = parseProviderEvent(refundEvent({ type }, change));
 
-      const parsed = parseProviderEvent(refund);
+    expect(parsed).toEqual({
+      id: 'evt_2',
+      type,
+      data: { refund: { ...refund, ...change }, providerKey: 'rk_re_1', version: 1 },
+    });
+    expect(isRefundEvent(parsed)).toBe(true);
+    expect(isChargeEvent(parsed)).toBe(false);
+  });
 
-      expect(parsed).toEqual({ id: 'evt_1', type });
-      expect(isChargeEvent(parsed)).toBe(false);
-      expect(isChargeEvent(parseProviderEvent(event()))).toBe(true);
-    },
-  );
+  it('tells a charge event from a refund event', () => {
+    const parsed = parseProviderEvent(event());
+    expect(isChargeEvent(parsed)).toBe(true);
+    expect(isRefundEvent(parsed)).toBe(false);
+  });
+
+  it('reads the largest version a refund event may carry', () => {
+    expect(parseProviderEvent(refundEvent({}, { version: 2 ** 31 - 1 }))).toMatchObject({ data: { version: 2 ** 31 - 1 } });
+  });
 
   it.each([
     ['no id', event({ id: undefined })],
@@ -47,10 +80,33 @@ describe('parseProviderEvent', () => {
     ['a version past a safe integer', event({}, { version: 2 ** 53 })],
     ['a malformed charge', event({}, { amount: '500' })],
     ['no data', event({ data: null })],
-    ['an unknown refund type', event({ type: 'refund.refunded' })],
-    ['a refund type and no id', event({ type: 'refund.succeeded', id: undefined })],
-    ['a refund type and an id longer than 255', event({ type: 'refund.succeeded', id: 'e'.repeat(256) })],
-  ])('refuses an event with %s', (_case, body) => {
+  ])('refuses a charge event with %s', (_case, body) => {
+    expect(() => parseProviderEvent(body)).toThrow(DomainError);
+  });
+
+  it.each([
+    ['an unknown refund type', refundEvent({ type: 'refund.refunded' })],
+    ['no id', refundEvent({ id: undefined })],
+    ['an id longer than 255', refundEvent({ id: 'e'.repeat(256) })],
+    ['a type that disagrees with the refund', refundEvent({ type: 'refund.failed' })],
+    ['a pending type for a settled refund', refundEvent({ type: 'refund.pending' })],
+    ['no data', refundEvent({ data: null })],
+    ['data that is an array', refundEvent({ data: [refundEvent().data] })],
+    ['no provider key', refundEvent({}, { provider_key: undefined })],
+    ['a numeric provider key', refundEvent({}, { provider_key: 7 })],
+    ['no version', refundEvent({}, { version: undefined })],
+    ['a version below 1', refundEvent({}, { version: 0 })],
+    ['a fractional version', refundEvent({}, { version: 1.5 })],
+    ['a version as a string', refundEvent({}, { version: '1' })],
+    ['a version past 2^31 - 1', refundEvent({}, { version: 2 ** 31 })],
+    ['an amount as a string', refundEvent({}, { amount: '400' })],
+    ['a zero amount', refundEvent({}, { amount: 0 })],
+    ['no charge id', refundEvent({}, { charge: undefined })],
+    ['U+0000 in the charge id', refundEvent({}, { charge: 'ch_\u0000' })],
+    ['a lone surrogate in the refund id', refundEvent({}, { id: 'rf_\ud800' })],
+    ['a failure_code of 101 code points', refundEvent({ type: 'refund.failed' }, { status: 'failed', failure_code: 'x'.repeat(101) })],
+    ['a refund type carrying a charge', event({ type: 'refund.succeeded' })],
+  ])('refuses a refund event with %s', (_case, body) => {
     expect(() => parseProviderEvent(body)).toThrow(DomainError);
   });
 });

@@ -1,73 +1,85 @@
 import { DomainError, ErrorCode } from '../common/domain-error';
-import type { ProviderCharge } from '../provider/provider.client';
-import { parseProviderCharge } from '../provider/provider-charge';
+import { type ProviderCharge, parseProviderCharge } from '../provider/provider-charge';
+import { type ProviderRefund, parseProviderRefund } from '../provider/provider-refund';
 
-export const PROVIDER_EVENT_TYPES = ['charge.pending', 'charge.succeeded', 'charge.failed'] as const;
-/** The provider's refund events: read so far only to be acknowledged, as nothing here applies them yet. */
+export const CHARGE_EVENT_TYPES = ['charge.pending', 'charge.succeeded', 'charge.failed'] as const;
 export const REFUND_EVENT_TYPES = ['refund.pending', 'refund.succeeded', 'refund.failed'] as const;
 
 /**
  * The largest version payments.provider_version (a Postgres integer) holds:
  * a larger one, even signed, is refused here rather than failing the UPDATE
- * that would store it with a 500.
+ * that would store it with a 500. A refund's version is held to it too, so
+ * whatever stores it can be an integer column as well.
  */
 const MAX_VERSION = 2 ** 31 - 1;
 
-/** A provider event as the provider sends it: the charge after one change, and that change's version. */
-export interface ProviderEvent {
+/** A charge event as the provider sends it: the charge after one change, and that change's version. */
+export interface ChargeProviderEvent {
   id: string;
-  type: (typeof PROVIDER_EVENT_TYPES)[number];
+  type: (typeof CHARGE_EVENT_TYPES)[number];
   data: { charge: ProviderCharge; providerKey: string; version: number };
 }
 
 /**
- * A refund event, of which only the id and type are read: the provider sends
- * them, and redelivers until a 2xx, so they are acknowledged without effect
- * until this API applies refund events.
+ * A refund event as the provider sends it: the refund after one change, filed
+ * under the refund's own provider key (not its charge's), and that change's
+ * version, counted per refund.
  */
-export interface UnappliedProviderEvent {
+export interface RefundProviderEvent {
   id: string;
   type: (typeof REFUND_EVENT_TYPES)[number];
+  data: { refund: ProviderRefund; providerKey: string; version: number };
 }
+
+export type ProviderEvent = ChargeProviderEvent | RefundProviderEvent;
 
 /**
  * Reads a verified event body. Signed by the provider does not mean well
  * formed: a body this code cannot read is refused (400) rather than guessed.
+ * A refund event is read as fully as a charge event, though nothing applies
+ * it yet, so that what is acknowledged is always an event this API could
+ * apply: one the provider sends malformed is refused now, not found out once
+ * refunds depend on it.
  */
-export function parseProviderEvent(body: unknown): ProviderEvent | UnappliedProviderEvent {
-  const event = body as { id?: unknown; type?: unknown; data?: Record<string, unknown> } | null;
+export function parseProviderEvent(body: unknown): ProviderEvent {
+  const event = body as { id?: unknown; type?: unknown; data?: unknown } | null;
   const id = event?.id;
   const type = event?.type;
-  if (isEventId(id) && REFUND_EVENT_TYPES.includes(type as UnappliedProviderEvent['type'])) {
-    return { id, type: type as UnappliedProviderEvent['type'] };
+  const data = event?.data as Record<string, unknown> | null | undefined;
+  const providerKey = data?.provider_key;
+  const version = data?.version;
+  if (isEventId(id) && typeof providerKey === 'string' && isVersion(version)) {
+    if (CHARGE_EVENT_TYPES.includes(type as ChargeProviderEvent['type'])) {
+      const charge = parseProviderCharge(data);
+      if (charge && `charge.${charge.status}` === type) {
+        return { id, type: type as ChargeProviderEvent['type'], data: { charge, providerKey, version } };
+      }
+    } else if (REFUND_EVENT_TYPES.includes(type as RefundProviderEvent['type'])) {
+      const refund = parseProviderRefund(data);
+      if (refund && `refund.${refund.status}` === type) {
+        return { id, type: type as RefundProviderEvent['type'], data: { refund, providerKey, version } };
+      }
+    }
   }
-  const data = event?.data;
-  const charge = data === undefined || data === null ? undefined : parseProviderCharge(data);
-  if (
-    !isEventId(id) ||
-    !PROVIDER_EVENT_TYPES.includes(type as ProviderEvent['type']) ||
-    charge === undefined ||
-    typeof data?.provider_key !== 'string' ||
-    !Number.isInteger(data.version) ||
-    (data.version as number) < 1 ||
-    (data.version as number) > MAX_VERSION ||
-    `charge.${charge.status}` !== type
-  ) {
-    throw new DomainError(ErrorCode.ParameterInvalid, 'The provider event is not one this API can read.');
-  }
-  return {
-    id,
-    type: type as ProviderEvent['type'],
-    data: { charge, providerKey: data.provider_key, version: data.version as number },
-  };
+  throw new DomainError(ErrorCode.ParameterInvalid, 'The provider event is not one this API can read.');
 }
 
 /** A charge event, the kind this API applies. */
-export function isChargeEvent(event: ProviderEvent | UnappliedProviderEvent): event is ProviderEvent {
-  return 'data' in event;
+export function isChargeEvent(event: ProviderEvent): event is ChargeProviderEvent {
+  return 'charge' in event.data;
+}
+
+/** A refund event, acknowledged and not applied yet. */
+export function isRefundEvent(event: ProviderEvent): event is RefundProviderEvent {
+  return 'refund' in event.data;
 }
 
 /** An event id the processed-messages record can hold. */
 function isEventId(id: unknown): id is string {
   return typeof id === 'string' && id.length > 0 && id.length <= 255;
+}
+
+/** A change's version: counted from 1, and within what an integer column holds. */
+function isVersion(version: unknown): version is number {
+  return Number.isInteger(version) && (version as number) >= 1 && (version as number) <= MAX_VERSION;
 }

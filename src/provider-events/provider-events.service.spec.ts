@@ -63,7 +63,7 @@ async function refusal(call: () => Promise<unknown>): Promise<DomainError> {
 }
 
 describe(ProviderEventsService.name, () => {
-  describe('refund events, not applied yet', () => {
+  describe('refund events, read and not applied yet', () => {
     it.each(['refund.pending', 'refund.succeeded', 'refund.failed'])(
       'acknowledges a well-signed %s event as ignored, counted, and touches no table',
       async (type) => {
@@ -78,6 +78,20 @@ describe(ProviderEventsService.name, () => {
         expect(transaction).not.toHaveBeenCalled();
       },
     );
+
+    it('refuses a well-signed refund event it cannot read, as it does a charge event', async () => {
+      const { sut, transaction, findByProviderKey, counted } = setup();
+      const malformed = refundEvent('refund.succeeded');
+      malformed.data.amount = 0;
+      const { bytes, body, headers } = signed(malformed);
+
+      const error = await refusal(() => sut.receive(bytes, body, headers));
+
+      expect(error.code).toBe(ErrorCode.ParameterInvalid);
+      expect(await counted('ignored')).toBe(0);
+      expect(findByProviderKey).not.toHaveBeenCalled();
+      expect(transaction).not.toHaveBeenCalled();
+    });
 
     it('still refuses a refund event whose signature does not verify', async () => {
       const { sut, counted } = setup();

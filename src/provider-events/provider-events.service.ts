@@ -8,7 +8,7 @@ import { Ledger } from '../ledger/ledger.service';
 import { Metrics } from '../metrics/metrics';
 import { outcomeOfCharge } from '../ledger/payment-outcome';
 import { PaymentsRepository } from '../ledger/payments.repository';
-import { type ProviderEvent, isChargeEvent, parseProviderEvent } from './provider-event';
+import { type ChargeProviderEvent, isChargeEvent, parseProviderEvent } from './provider-event';
 import { ProcessedMessagesRepository } from './processed-messages.repository';
 
 /** The consumer name under which provider events are recorded as processed. */
@@ -34,9 +34,10 @@ export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown
  * shard. An event for no payment of ours is recorded nowhere and changes
  * nothing, however often it comes.
  *
- * A refund event is acknowledged and changes nothing (`ignored`), recorded
- * nowhere either: this API does not apply refund events yet, and refusing
- * them would have the provider redeliver them for ever.
+ * A refund event is read and checked as fully as a charge event (a malformed
+ * one is refused like one), then acknowledged and changes nothing
+ * (`ignored`), recorded nowhere either: this API does not apply refund events
+ * yet, and refusing them would have the provider redeliver them for ever.
  */
 @Injectable()
 export class ProviderEventsService {
@@ -86,7 +87,7 @@ export class ProviderEventsService {
     return result;
   }
 
-  private async consume(event: ProviderEvent): Promise<EventResult> {
+  private async consume(event: ChargeProviderEvent): Promise<EventResult> {
     const ref = await this.payments.findByProviderKey(this.dataSource.manager, event.data.providerKey);
     if (!ref) return 'unknown_charge';
     return this.dataSource.transaction(async (db): Promise<EventResult> => {
