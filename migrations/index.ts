@@ -6,6 +6,7 @@ import { MerchantEvents1796300000000 } from './1796300000000-MerchantEvents';
 import { ShardByClient1796400000000 } from './1796400000000-ShardByClient';
 import { LimitsInTheSchema1796500000000 } from './1796500000000-LimitsInTheSchema';
 import { EventsInCommitOrder1796600000000 } from './1796600000000-EventsInCommitOrder';
+import { Refunds1796700000000 } from './1796700000000-Refunds';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -17,4 +18,5 @@ export const migrations = [
   ShardByClient1796400000000,
   LimitsInTheSchema1796500000000,
   EventsInCommitOrder1796600000000,
+  Refunds1796700000000,
 ];

@@ -104,12 +104,12 @@ async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>
     connectionError ??= error;
   });
   try {
-    // A reconcile job names its payments in its data: several (paymentIds), or one (paymentId, as earlier versions queued it).
+    // A reconcile job names its rows in its data: several of one operation (ids), or payments as earlier versions queued them (paymentIds, paymentId).
     const jobs = await queue.getJobs(LIVE_JOB_STATES, 0, -1);
     return new Set(
       jobs
         .filter((job): job is Job<ReconcileJobData> => job?.name === JobName.Reconcile)
-        .flatMap(({ data }) => ('paymentIds' in data ? data.paymentIds : [data.paymentId])),
+        .flatMap(({ data }) => ('ids' in data ? data.ids : 'paymentIds' in data ? data.paymentIds : [data.paymentId])),
     );
   } catch (error) {
     throw connectionError ?? error;

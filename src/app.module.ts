@@ -9,6 +9,7 @@ import { MerchantEventsModule } from './merchant-events/merchant-events.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
 import { ProviderEventsModule } from './provider-events/provider-events.module';
+import { RefundsModule } from './refunds/refunds.module';
 
 /** The payments API process. */
 @Module({})
@@ -22,6 +23,7 @@ export class AppModule {
         CrashPointModule,
         DatabaseModule,
         PaymentsModule,
+        RefundsModule,
         MerchantEventsModule,
         ProviderEventsModule,
         HealthModule,

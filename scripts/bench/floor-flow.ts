@@ -13,12 +13,15 @@ import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
 import { keyVerdict } from '../../src/idempotency/key-verdict';
 import { decisionOf } from '../../src/ledger/ledger.service';
 import { isUniqueViolation } from '../../src/database/sql';
-import { chargeInputFor, newPendingPayment } from '../../src/payments/payment';
+import { newPendingPayment } from '../../src/payments/payment';
+import { chargeInputFor } from '../../src/operations/provider-side';
 import { toResource } from '../../src/ledger/payment-resource';
 import { outcomeOfCharge } from '../../src/ledger/payment-outcome';
 import { PaymentLookupService } from '../../src/payments/payment-lookup.service';
 import type { CreatePaymentDto } from '../../src/payments/payments.dto';
 import { orderAlreadyPaid } from '../../src/payments/payments.errors';
+import { PAYMENTS } from '../../src/ledger/operations';
+import { OperationsRepository } from '../../src/ledger/operations.repository';
 import { PaymentsRepository } from '../../src/ledger/payments.repository';
 import { ACTIVE_ORDER_INDEX, type Payment } from '../../src/ledger/payments.table';
 import { type ProviderCharge, parseProviderCharge } from '../../src/provider/provider-charge';
@@ -72,6 +75,7 @@ export class FloorPayments {
   private readonly db: EntityManager;
   private readonly keys = new IdempotencyRepository();
   private readonly payments = new PaymentsRepository();
+  private readonly operations = new OperationsRepository();
   private readonly answers: AnswerCache;
   /** The service's own authentication (and its cache) and reads, over the same adapter: nothing of theirs is framework. */
   readonly clients: ClientsService;
@@ -145,10 +149,11 @@ export class FloorPayments {
       return accepted(payment, PENDING_RETRY_AFTER_SECONDS);
     }
     const askedAt = performance.now();
-    const decided = await this.payments.recordOutcomeUnderLease(this.db, lease, payment, decisionOf(payment, outcome, this.config));
+    const decision = decisionOf(PAYMENTS, payment, outcome, this.config);
+    const decided = await this.operations.recordOutcomeUnderLease(this.db, PAYMENTS, lease, payment, decision);
     if (decided.kind === 'lease_lost') throw keyInUse();
     if (decided.kind === 'not_undecided') throw new Error(`payment ${payment.id} is already final under a live lease`);
-    if (!decided.response || decided.expiresInMs === undefined) return accepted(decided.payment, IN_REVIEW_RETRY_AFTER_SECONDS);
+    if (!decided.response || decided.expiresInMs === undefined) return accepted(decided.row, IN_REVIEW_RETRY_AFTER_SECONDS);
     const answer = { fingerprint: command.fingerprint, response: decided.response };
     this.answers.remember(lease.clientId, lease.key, answer, decided.expiresInMs, askedAt);
     return { ...decided.response, headers: {} };

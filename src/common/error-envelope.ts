@@ -23,6 +23,7 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
     case TransportErrorCode.BodyInvalidJson:
     case ErrorCode.IdempotencyKeyMissing:
     case ErrorCode.IdempotencyKeyInvalid:
+    case ErrorCode.AmountTooLarge:
     case ErrorCode.WebhookSignatureInvalid:
       return [400, 'invalid_request_error'];
     case TransportErrorCode.RequestTimeout:
@@ -47,12 +48,14 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
     case ErrorCode.IdempotencyKeyInUse:
       return [409, 'idempotency_error'];
     case ErrorCode.OrderAlreadyPaid:
+    case ErrorCode.PaymentNotRefundable:
       return [409, 'invalid_request_error'];
     case ErrorCode.PaymentBusy:
       return [409, 'api_error'];
     case ErrorCode.IdempotencyKeyReused:
       return [422, 'idempotency_error'];
     case ErrorCode.CardDeclined:
+    case ErrorCode.RefundFailed:
       return [402, 'card_error'];
     case ErrorCode.ProviderUnavailable:
     case TransportErrorCode.ServiceUnavailable:

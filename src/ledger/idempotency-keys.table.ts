@@ -4,7 +4,9 @@ export const idempotencyKeysTable = defineTable('idempotency_keys', {
   clientId: col.uuid('client_id'),
   key: col.varchar('key'),
   fingerprint: col.char('fingerprint'),
-  paymentId: col.text('payment_id'),
+  /** The row the key was claimed for: a payment or a refund, exactly one of the two. */
+  paymentId: col.text('payment_id').orNull(),
+  refundId: col.text('refund_id').orNull(),
   leaseToken: col.uuid('lease_token').orNull(),
   leasedUntil: col.timestamptz('leased_until').orNull(),
   responseStatus: col.smallint('response_status').orNull(),

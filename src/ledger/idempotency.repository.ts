@@ -4,11 +4,12 @@ import { type Params, queryRow, queryRows } from '../database/sql';
 import type { JsonAroundUpdatedAt } from './around-updated-at';
 import type { IdempotencyKeyRecord } from './idempotency-keys.table';
 import type { Lease, StoredResponse } from './lease';
-import { type Payment, type PaymentRef, paymentsTable } from './payments.table';
+import type { Operation, OperationRow, RowRef } from './operation';
 
 export interface KeyState {
   fingerprint: string;
-  paymentId: string;
+  /** The id of the row (a payment, a refund) the key was claimed for. */
+  resourceId: string;
   response?: StoredResponse;
   /** Seconds until the current lease expires; 0 when no live lease is held. */
   leaseRemainingSeconds: number;
@@ -18,15 +19,16 @@ export interface KeyState {
   expiresInMs: number | null;
 }
 
-type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'paymentId' | 'responseStatus' | 'responseBody'> & {
+type KeyRow = Pick<IdempotencyKeyRecord, 'fingerprint' | 'responseStatus' | 'responseBody'> & {
+  resourceId: string;
   leaseRemainingSeconds: number;
   expired: boolean;
   expiresInMs: number | null;
 };
 
-/** A new request's claim of its key, for the payment it is about to create. */
+/** A new request's claim of its key, for the row (a payment, a refund) it is about to create. */
 export interface KeyClaim {
-  /** Its client is the payment's. */
+  /** Its client is the row's. */
   lease: Lease;
   fingerprint: string;
   leaseMs: number;
@@ -44,27 +46,34 @@ export function leaseParams(params: Params, lease: Lease): LeaseParams {
 }
 
 /**
- * The claim of a key for a new payment, as the `claimed` CTE of the statement
- * that inserts that payment (PaymentsRepository.insertPendingUnderClaim): key
- * and payment are written by one statement, so one commit, with no
- * transaction to open. `payment` names the statement's parameters for the
- * payment's id and client (the key's client too). A conflict means someone
- * holds the key, unless it has expired (with its final response stored:
- * nothing else expires): then it is a new request and the old row is taken
- * over in the same statement. Returns the claimed row's payment_id, or no row.
+ * The claim of a key for a new row of `operation`, as the `claimed` CTE of
+ * the statement that inserts that row (PaymentsRepository and
+ * RefundsRepository.insertPendingUnderClaim): key and row are written by one
+ * statement, so one commit. `row` names the statement's parameters for the
+ * row's id and client (the key's client too). A conflict means someone holds
+ * the key, unless it has expired (with its final response stored: nothing
+ * else expires): then it is a new request and the old row is taken over in
+ * the same statement, for whichever operation it now serves. Returns the
+ * claimed key's row id (as `id`), or no row.
  */
-export function claimedCte(params: Params, claim: KeyClaim, payment: { id: string; client: string }): string {
+export function claimedCte(
+  params: Params,
+  claim: KeyClaim,
+  operation: Operation<OperationRow>,
+  row: { id: string; client: string },
+): string {
   const key = params.add(claim.lease.key);
   const fingerprint = params.add(claim.fingerprint);
   const token = params.add(claim.lease.token);
   const leaseMs = params.add(claim.leaseMs);
   return `claimed AS (
        INSERT INTO idempotency_keys
-         (client_id, key, fingerprint, payment_id, lease_token, leased_until)
-       VALUES (${payment.client}, ${key}, ${fingerprint}, ${payment.id}, ${token}, now() + ${leaseMs} * interval '1 millisecond')
+         (client_id, key, fingerprint, ${operation.keyColumn}, lease_token, leased_until)
+       VALUES (${row.client}, ${key}, ${fingerprint}, ${row.id}, ${token}, now() + ${leaseMs} * interval '1 millisecond')
        ON CONFLICT (client_id, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint,
          payment_id = EXCLUDED.payment_id,
+         refund_id = EXCLUDED.refund_id,
          lease_token = EXCLUDED.lease_token,
          leased_until = EXCLUDED.leased_until,
          response_status = NULL,
@@ -73,21 +82,21 @@ export function claimedCte(params: Params, claim: KeyClaim, payment: { id: strin
          created_at = now(),
          expires_at = NULL
        WHERE idempotency_keys.expires_at <= now()
-       RETURNING payment_id
+       RETURNING ${operation.keyColumn} AS id
      )`;
 }
 
 /**
- * The fence of every write to a payment after its creation, as the `held`
- * CTE of the one statement that makes the write (see
- * PaymentsRepository.recordOutcomeUnderLease and postponeUnderLease): the
+ * The fence of every write to a payment or a refund after its creation, as
+ * the `held` CTE of the one statement that makes the write (see
+ * OperationsRepository.recordOutcomeUnderLease and postponeUnderLease): the
  * key row, locked, if and only if this lease's token still holds it, and
  * every write of the statement hangs off it. A writer that stalled past its
  * lease, and was taken over, finds another token and writes nothing. A lease
  * that expired with no taker still holds: nobody else has acted on the payment.
  *
  * The lock is taken in the statement (no round trip of its own) and before
- * the payment row, the order every writer follows, so writers queue on the
+ * the payment or refund row, the order every writer follows, so writers queue on the
  * key row and never deadlock; it lasts to the statement's commit, so nobody
  * takes the lease over between the check and the writes.
  *
@@ -152,7 +161,7 @@ export function settledCte(
 
 /**
  * The idempotency_keys table. Every method is one statement; the writes that
- * decide a payment are single statements of PaymentsRepository that use the
+ * decide a payment or a refund are single statements of OperationsRepository that use the
  * fragments above. Times come from Postgres
  * (now()), so several API and worker processes agree on when a lease expires.
  *
@@ -167,7 +176,7 @@ export class IdempotencyRepository {
   async find(db: EntityManager, clientId: string, key: string): Promise<KeyState | undefined> {
     const row = await queryRow<KeyRow>(
       db,
-      `SELECT fingerprint, payment_id AS "paymentId",
+      `SELECT fingerprint, COALESCE(payment_id, refund_id) AS "resourceId",
               response_status AS "responseStatus", response_body AS "responseBody",
               GREATEST(0, ceil(extract(epoch FROM leased_until - now())))::int AS "leaseRemainingSeconds",
               COALESCE(expires_at <= now(), false) AS expired,
@@ -186,18 +195,24 @@ export class IdempotencyRepository {
 
   /**
    * Takes the lease of an unfinished key whose previous lease expired or was
-   * released, provided the key is still that of the payment the caller read:
-   * a key re-claimed since (expired and taken for a new request) is not taken.
+   * released, provided the key is still that of the row the caller read: a
+   * key re-claimed since (expired and taken for a new request) is not taken.
    */
-  async takeOverLease(db: EntityManager, lease: Lease, paymentId: string, leaseMs: number): Promise<boolean> {
+  async takeOverLease(
+    db: EntityManager,
+    lease: Lease,
+    operation: Operation<OperationRow>,
+    resourceId: string,
+    leaseMs: number,
+  ): Promise<boolean> {
     const rows = await queryRows(
       db,
       `UPDATE idempotency_keys
           SET lease_token = $3, leased_until = now() + $5 * interval '1 millisecond'
-        WHERE client_id = $1 AND key = $2 AND payment_id = $4 AND completed_at IS NULL
+        WHERE client_id = $1 AND key = $2 AND ${operation.keyColumn} = $4 AND completed_at IS NULL
           AND (leased_until IS NULL OR leased_until <= now())
         RETURNING 1`,
-      [lease.clientId, lease.key, lease.token, paymentId, leaseMs],
+      [lease.clientId, lease.key, lease.token, resourceId, leaseMs],
     );
     return rows.length === 1;
   }
@@ -218,10 +233,11 @@ export class IdempotencyRepository {
     return rows.length === 1;
   }
 
-  /** The worker's way in: the same lease, found from the payment's side. */
-  async takeOverLeaseForPayment(
+  /** The worker's way in: the same lease, found from the row's side. */
+  async takeOverLeaseFor(
     db: EntityManager,
-    payment: PaymentRef,
+    operation: Operation<OperationRow>,
+    ref: RowRef,
     token: string,
     leaseMs: number,
   ): Promise<Lease | undefined> {
@@ -229,10 +245,10 @@ export class IdempotencyRepository {
       db,
       `UPDATE idempotency_keys
           SET lease_token = $3, leased_until = now() + $4 * interval '1 millisecond'
-        WHERE client_id = $1 AND payment_id = $2 AND completed_at IS NULL
+        WHERE client_id = $1 AND ${operation.keyColumn} = $2 AND completed_at IS NULL
           AND (leased_until IS NULL OR leased_until <= now())
         RETURNING client_id AS "clientId", key`,
-      [payment.clientId, payment.id, token, leaseMs],
+      [ref.clientId, ref.id, token, leaseMs],
     );
     return row && { ...row, token };
   }
@@ -252,20 +268,22 @@ export class IdempotencyRepository {
    * statement read, because such a change committed meanwhile, is not taken:
    * for every key it takes, the payment it returns is current.
    */
-  async takeOverDueLeases(
+  async takeOverDueLeases<R extends OperationRow>(
     db: EntityManager,
+    operation: Operation<R>,
     clientId: string,
-    paymentIds: string[],
+    ids: string[],
     token: string,
     leaseMs: number,
-  ): Promise<{ key: string; payment: Payment }[]> {
-    const rows = await queryRows<Payment & { leaseKey: string }>(
+  ): Promise<{ key: string; row: R }[]> {
+    const { table, keyColumn } = operation;
+    const rows = await queryRows<R & { leaseKey: string }>(
       db,
       `WITH seen AS (
          SELECT k.key, k.xmin AS version
            FROM idempotency_keys k
-           JOIN payments p ON p.client_id = k.client_id AND p.id = k.payment_id
-          WHERE k.client_id = $1 AND k.payment_id = ANY($2::text[])
+           JOIN ${table.name} p ON p.client_id = k.client_id AND p.id = k.${keyColumn}
+          WHERE k.client_id = $1 AND k.${keyColumn} = ANY($2::text[])
             AND k.completed_at IS NULL AND (k.leased_until IS NULL OR k.leased_until <= now())
             AND p.status IN ('pending', 'requires_review') AND p.next_reconcile_at <= now()
        ), taken AS (
@@ -274,14 +292,14 @@ export class IdempotencyRepository {
            FROM seen
           WHERE k.client_id = $1 AND k.key = seen.key AND k.xmin = seen.version
             AND k.completed_at IS NULL AND (k.leased_until IS NULL OR k.leased_until <= now())
-         RETURNING k.key AS leased_key, k.payment_id AS leased_payment_id
+         RETURNING k.key AS leased_key, k.${keyColumn} AS leased_id
        )
-       SELECT taken.leased_key AS "leaseKey", ${paymentsTable.selectList}
-         FROM taken JOIN payments ON payments.client_id = $1 AND payments.id = taken.leased_payment_id
-        ORDER BY payments.id`,
-      [clientId, paymentIds, token, leaseMs],
+       SELECT taken.leased_key AS "leaseKey", ${table.selectList}
+         FROM taken JOIN ${table.name} ON ${table.name}.client_id = $1 AND ${table.name}.id = taken.leased_id
+        ORDER BY ${table.name}.id`,
+      [clientId, ids, token, leaseMs],
     );
-    return rows.map(({ leaseKey, ...payment }) => ({ key: leaseKey, payment }));
+    return rows.map(({ leaseKey, ...row }) => ({ key: leaseKey, row: row as unknown as R }));
   }
 
   /**

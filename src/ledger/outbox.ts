@@ -1,21 +1,24 @@
 import { newUlid } from '../common/ulid';
 import type { Params } from '../database/sql';
 import { type JsonAroundUpdatedAt, aroundUpdatedAt } from './around-updated-at';
-import { toResource } from './payment-resource';
-import type { Payment, PaymentStatus } from './payments.table';
+import type { AnnouncedStatus, Operation, OperationName, OperationRow } from './operation';
 
 /**
- * The outbox: every status a payment takes after pending is announced by an
- * event written in the statement that changes the status (announcedCtes),
- * with one delivery per webhook endpoint of its client. What reads the
- * events and pushes them is merchant-events/.
+ * The outbox: every status a payment or a refund takes after pending is
+ * announced by an event written in the statement that changes the status
+ * (announcedCtes), with one delivery per webhook endpoint of its client.
+ * What reads the events and pushes them is merchant-events/.
  */
 
-/** The statuses a payment can take after pending, each announced by one event. */
-type AnnouncedStatus = Exclude<PaymentStatus, 'pending'>;
-
-export const EVENT_TYPES = ['payment.succeeded', 'payment.failed', 'payment.requires_review'] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+export const EVENT_TYPES = [
+  'payment.succeeded',
+  'payment.failed',
+  'payment.requires_review',
+  'refund.succeeded',
+  'refund.failed',
+  'refund.requires_review',
+] as const;
+export type EventType = `${OperationName}.${AnnouncedStatus}` & (typeof EVENT_TYPES)[number];
 
 /** `evt_` and a ULID: what newEventId makes, and all an event id can be. */
 export const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -24,45 +27,48 @@ export function newEventId(): string {
   return `evt_${newUlid()}`;
 }
 
-export function eventTypeFor(status: AnnouncedStatus): EventType {
-  return `payment.${status}`;
-}
-
-/** The event that announces the status a payment takes: its data is the payment as it now is, updated_at left to the statement. */
-export interface PaymentChange {
+/** The event that announces the status a row takes: its data is the row as it now is, updated_at left to the statement. */
+export interface Change {
   id: string;
   type: EventType;
   data: JsonAroundUpdatedAt;
 }
 
-/** The event for a payment as a decision leaves it (see decidedAs). */
-export function paymentChangeOf(payment: Payment): PaymentChange {
-  if (payment.status === 'pending') throw new Error(`payment ${payment.id} is pending: no event announces that`);
+/** The event for a row as a decision leaves it (see decidedAs). */
+export function changeOf<R extends OperationRow>(operation: Operation<R>, row: R): Change {
+  if (row.status === 'pending') throw new Error(`${operation.name} ${row.id} is pending: no event announces that`);
   return {
     id: newEventId(),
-    type: eventTypeFor(payment.status),
-    data: aroundUpdatedAt((updatedAt) => JSON.stringify({ object: toResource(payment, updatedAt) })),
+    type: `${operation.name}.${row.status}`,
+    data: aroundUpdatedAt((updatedAt) => JSON.stringify({ object: operation.resource(row, updatedAt) })),
   };
 }
 
 /**
  * The outbox rows of a status change, as CTEs of the statement that makes it
- * (PaymentsRepository.recordOutcomeUnderLease), so they commit with it or not
- * at all: the event, for the payment row the CTE `moved` returns (none: no
+ * (OperationsRepository.recordOutcomeUnderLease), so they commit with it or
+ * not at all: the event, for the row the CTE `moved` returns (none: no
  * event), and one delivery per webhook endpoint of its client. A second event
- * for the same status of the same payment violates events_payment_type_key
- * and fails the whole statement: the change is announced once. `client` is
- * the statement's parameter for the client, found as a value and not through
- * the event's row, so on a sharded schema the statement stays on one shard.
- * `updatedAtJson` is the SQL of the payment's new updated_at as a JSON string.
+ * for the same status of the same row violates events_payment_type_key (or
+ * events_refund_type_key) and fails the whole statement: the change is
+ * announced once. `client` is the statement's parameter for the client,
+ * found as a value and not through the event's row, so on a sharded schema
+ * the statement stays on one shard. `updatedAtJson` is the SQL of the row's
+ * new updated_at as a JSON string.
  */
-export function announcedCtes(params: Params, client: string, change: PaymentChange, updatedAtJson: string): string {
+export function announcedCtes<R extends OperationRow>(
+  params: Params,
+  operation: Operation<R>,
+  client: string,
+  change: Change,
+  updatedAtJson: string,
+): string {
   const id = params.add(change.id);
   const type = params.add(change.type);
   const before = params.add(change.data.before);
   const after = params.add(change.data.after);
   return `event AS (
-       INSERT INTO events (id, client_id, type, payment_id, data)
+       INSERT INTO events (id, client_id, type, ${operation.keyColumn}, data)
        SELECT ${id}, ${client}, ${type}, moved.id, (${before} || ${updatedAtJson} || ${after})::json FROM moved
        RETURNING id, client_id
      ),

@@ -2,32 +2,9 @@ import type { ProviderCharge } from '../provider/provider.client';
 import type { StoredResponse } from './lease';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { errorReply } from '../common/error-envelope';
+import type { FinalOutcome } from './outcome';
 import { toResource } from './payment-resource';
 import type { Payment } from './payments.table';
-
-/** An operator's resolution of a review: who, and why. */
-export interface Resolution {
-  by: string;
-  reason: string;
-}
-
-/**
- * Where an undecided payment can move, and why. succeeded and failed are
- * final: from pending or from requires_review. requires_review is reached from
- * pending only, and leaves the payment undecided. A failure without a charge
- * (providerChargeId null) is an operator's resolution of a charge the provider
- * never received.
- */
-export type FinalOutcome =
-  | { status: 'succeeded'; providerChargeId: string; resolution?: Resolution }
-  | {
-      status: 'failed';
-      providerChargeId: string | null;
-      failureCode: string;
-      failureMessage: string;
-      resolution?: Resolution;
-    }
-  | { status: 'requires_review'; failureCode: string; failureMessage: string };
 
 /**
  * What a provider's answer means for the payment. A pending charge is not an
@@ -49,12 +26,12 @@ export function outcomeOfCharge(
   }
   switch (charge.status) {
     case 'succeeded':
-      return { status: 'succeeded', providerChargeId: charge.id };
+      return { status: 'succeeded', providerId: charge.id };
     case 'failed': {
       const failureCode = charge.failure_code ?? 'card_declined';
       return {
         status: 'failed',
-        providerChargeId: charge.id,
+        providerId: charge.id,
         failureCode,
         failureMessage:
           failureCode === 'card_declined'
@@ -86,25 +63,4 @@ export function finalResponseFor(payment: Payment, updatedAt?: string): StoredRe
     case 'pending':
       throw new Error(`payment ${payment.id} is ${payment.status}: it has no final response`);
   }
-}
-
-/**
- * The payment as the statement that records `outcome` leaves it (see
- * PaymentsRepository.recordOutcomeUnderLease, whose SET this mirrors), all
- * but updated_at, which that statement takes from Postgres' now(). Exact for
- * an undecided payment as last read: what the API shows of a payment and is
- * not set here (amount, currency, method, order, description, metadata,
- * created_at) never changes after the insert.
- */
-export function decidedAs(payment: Payment, outcome: FinalOutcome): Payment {
-  const resolution = outcome.status === 'requires_review' ? undefined : outcome.resolution;
-  return {
-    ...payment,
-    status: outcome.status,
-    providerChargeId: ('providerChargeId' in outcome ? outcome.providerChargeId : null) ?? payment.providerChargeId,
-    failureCode: outcome.status === 'succeeded' ? null : outcome.failureCode,
-    failureMessage: outcome.status === 'succeeded' ? null : outcome.failureMessage,
-    resolvedBy: resolution?.by ?? null,
-    resolutionReason: resolution?.reason ?? null,
-  };
 }

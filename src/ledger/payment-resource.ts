@@ -49,6 +49,12 @@ export class PaymentResource {
   @ApiProperty({ type: String, nullable: true, example: null })
   failure_message!: string | null;
 
+  @ApiProperty({
+    description: 'The sum of its succeeded refunds, in minor units. A stored replay keeps the figure it was first answered with.',
+    example: 0,
+  })
+  amount_refunded!: number;
+
   @ApiProperty({ format: 'date-time' })
   created_at!: string;
 
@@ -74,6 +80,7 @@ export function toResource(payment: Payment, updatedAt: string = payment.updated
     provider_charge_id: payment.providerChargeId,
     failure_code: payment.failureCode,
     failure_message: payment.failureMessage,
+    amount_refunded: payment.amountRefunded,
     created_at: payment.createdAt.toISOString(),
     updated_at: updatedAt,
   };

@@ -1,7 +1,8 @@
 import { type RecordOf, col, defineTable } from '../database/table';
+import type { OperationStatus, RowRef } from './operation';
 
 /** Where a payment stands: succeeded and failed are final; the other two are undecided. */
-export type PaymentStatus = 'pending' | 'succeeded' | 'failed' | 'requires_review';
+export type PaymentStatus = OperationStatus;
 
 export const paymentsTable = defineTable('payments', {
   id: col.text('id'),
@@ -25,6 +26,10 @@ export const paymentsTable = defineTable('payments', {
   resolutionReason: col.text('resolution_reason').orNull(),
   /** The version of the provider's charge last applied from a provider event (0: none yet). */
   providerVersion: col.integer('provider_version'),
+  /** The sum of its refunds that are not failed: what is no longer left to refund. */
+  amountReserved: col.integer('amount_reserved'),
+  /** The sum of its refunds that succeeded. */
+  amountRefunded: col.integer('amount_refunded'),
   createdAt: col.timestamptz('created_at'),
   updatedAt: col.timestamptz('updated_at'),
 });
@@ -35,8 +40,5 @@ export type Payment = RecordOf<typeof paymentsTable>;
 /** Name of the partial unique index behind `order_already_paid`. */
 export const ACTIVE_ORDER_INDEX = 'payments_client_order_active_key';
 
-/**
- * What names one payment: its client and id. Every statement on one payment
- * names both, so on a schema sharded by client it runs on that client's shard.
- */
-export type PaymentRef = Pick<Payment, 'clientId' | 'id'>;
+/** What names one payment (see RowRef). */
+export type PaymentRef = RowRef;

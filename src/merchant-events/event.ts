@@ -1,11 +1,16 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiExtraModels, ApiProperty, getSchemaPath } from '@nestjs/swagger';
 import { PaymentResource } from '../ledger/payment-resource';
+import { RefundResource } from '../ledger/refund-resource';
 import type { EventRecord } from '../ledger/events.table';
 import { EVENT_TYPES, type EventType } from '../ledger/outbox';
 
+@ApiExtraModels(PaymentResource, RefundResource)
 export class EventData {
-  @ApiProperty({ type: PaymentResource, description: 'The payment as it was right after the change.' })
-  object!: PaymentResource;
+  @ApiProperty({
+    oneOf: [{ $ref: getSchemaPath(PaymentResource) }, { $ref: getSchemaPath(RefundResource) }],
+    description: 'The payment (payment.* events) or the refund (refund.* events) as it was right after the change.',
+  })
+  object!: PaymentResource | RefundResource;
 }
 
 /** The event object of the public API: what GET /v1/events shows and what a webhook carries. */

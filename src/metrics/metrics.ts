@@ -73,7 +73,7 @@ export class Metrics {
 
   readonly providerEvents = new Counter({
     name: 'provider_events_total',
-    help: 'Provider events received, by result: applied, noted, duplicate, stale, unknown_charge, ignored (a refund event, not applied yet), rejected (bad signature).',
+    help: 'Provider events received, by result: applied, noted, duplicate, stale, unknown_charge, unknown_refund, rejected (bad signature).',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

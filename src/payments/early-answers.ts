@@ -11,7 +11,7 @@ import { requestIdFor } from '../common/request-id';
 import type { AnswerCache } from '../idempotency/answer-cache';
 import { parseIdempotencyKey, requestFingerprint } from '../idempotency/idempotency-key';
 import type { Metrics } from '../metrics/metrics';
-import { replayOf } from './payment-creation.service';
+import { replayOf } from '../operations/idempotent-writes';
 import type { PaymentLookupService } from './payment-lookup.service';
 
 /** The routes as Express names them (the metrics' route label, and the fingerprint's path). */

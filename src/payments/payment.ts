@@ -1,6 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ErrorBody } from '../common/openapi';
-import type { ChargeInput } from '../provider/provider.client';
 import type { CreatePaymentDto } from './payments.dto';
 import type { NewPayment } from '../ledger/payments.repository';
 import { newPaymentId, providerKeyFor } from '../ledger/payment-id';
@@ -43,16 +42,5 @@ export function newPendingPayment(clientId: string, body: CreatePaymentDto): New
     description: body.description ?? null,
     metadata: body.metadata ?? {},
     providerKey: providerKeyFor(id),
-  };
-}
-
-/** What the provider is asked to charge for a payment, by the request and the worker alike. */
-export function chargeInputFor(payment: Payment): ChargeInput {
-  return {
-    providerKey: payment.providerKey,
-    amount: payment.amount,
-    currency: payment.currency,
-    paymentMethod: payment.paymentMethod,
-    reference: payment.id,
   };
 }

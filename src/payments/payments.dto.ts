@@ -35,7 +35,7 @@ export const METADATA_MAX_KEYS = 20;
 export const METADATA_MAX_KEY_LENGTH = 40;
 export const METADATA_MAX_VALUE_LENGTH = 500;
 
-function IsMetadata(options?: ValidationOptions): PropertyDecorator {
+export function IsMetadata(options?: ValidationOptions): PropertyDecorator {
   return ValidateBy(
     {
       name: 'isMetadata',

@@ -7,14 +7,6 @@ export function orderAlreadyPaid(orderId: string | undefined): DomainError {
   });
 }
 
-export function providerUnavailable(waitMs: number): DomainError {
-  return new DomainError(
-    ErrorCode.ProviderUnavailable,
-    'The payment provider is unavailable; no charge was attempted. Retry later with the same Idempotency-Key.',
-    { retryAfterSeconds: Math.ceil(waitMs / 1000) },
-  );
-}
-
 /** Names the id only when it is one: a client's arbitrary path is not echoed back. */
 export function paymentNotFound(id: string): DomainError {
   const message = PAYMENT_ID_PATTERN.test(id) ? `No payment ${id}.` : 'No such payment.';

@@ -15,7 +15,7 @@ class ProviderEventReceipt {
   @ApiProperty({ enum: [true] })
   received!: true;
 
-  @ApiProperty({ enum: ['applied', 'noted', 'duplicate', 'stale', 'unknown_charge', 'ignored'] })
+  @ApiProperty({ enum: ['applied', 'noted', 'duplicate', 'stale', 'unknown_charge', 'unknown_refund'] })
   result!: string;
 }
 

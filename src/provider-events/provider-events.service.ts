@@ -5,10 +5,16 @@ import { DomainError, ErrorCode } from '../common/domain-error';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { Ledger } from '../ledger/ledger.service';
-import { Metrics } from '../metrics/metrics';
+import type { Operation, OperationRow } from '../ledger/operation';
+import { PAYMENTS, REFUNDS } from '../ledger/operations';
+import { OperationsRepository } from '../ledger/operations.repository';
+import type { FinalOutcome } from '../ledger/outcome';
 import { outcomeOfCharge } from '../ledger/payment-outcome';
-import { PaymentsRepository } from '../ledger/payments.repository';
-import { type ChargeProviderEvent, isChargeEvent, parseProviderEvent } from './provider-event';
+import type { Payment } from '../ledger/payments.table';
+import { outcomeOfRefund } from '../ledger/refund-outcome';
+import type { Refund } from '../ledger/refunds.table';
+import { Metrics } from '../metrics/metrics';
+import { type ProviderEvent, isChargeEvent, parseProviderEvent } from './provider-event';
 import { ProcessedMessagesRepository } from './processed-messages.repository';
 
 /** The consumer name under which provider events are recorded as processed. */
@@ -16,28 +22,44 @@ const CONSUMER = 'provider-events';
 /** A payment busy with a request or the worker frees up within a lease; the provider retries with backoff anyway. */
 const BUSY_RETRY_AFTER_SECONDS = 1;
 
-export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown_charge' | 'ignored';
+export type EventResult = 'applied' | 'noted' | 'duplicate' | 'stale' | 'unknown_charge' | 'unknown_refund';
+
+/** What an event is about, read for one operation: its row's provider key, the version, and what it means for the row. */
+interface Subject<R extends OperationRow> {
+  operation: Operation<R>;
+  providerKey: string;
+  version: number;
+  outcomeFor(row: R): FinalOutcome | undefined;
+  unknown: EventResult;
+}
+
+function subjectOf(event: ProviderEvent): Subject<Payment> | Subject<Refund> {
+  const { providerKey, version } = event.data;
+  if (isChargeEvent(event)) {
+    const { charge } = event.data;
+    return { operation: PAYMENTS, providerKey, version, outcomeFor: (payment: Payment) => outcomeOfCharge(charge, payment), unknown: 'unknown_charge' };
+  }
+  const { refund } = event.data;
+  return { operation: REFUNDS, providerKey, version, outcomeFor: (row: Refund) => outcomeOfRefund(refund, row), unknown: 'unknown_refund' };
+}
 
 /**
- * Consumes the provider's charge events, delivered at least once and in any
- * order, so that each has its effect at most once: in ONE transaction the
- * message is recorded as processed (a duplicate finds its row), the charge's
- * version is moved forward (an older event finds a newer version), and a
- * final charge moves its undecided payment through the ledger's fenced
- * transition, storing the final response on the key. The caller answers 2xx
- * only after that commit, so an event whose effect did not commit comes again.
+ * Consumes the provider's charge and refund events, delivered at least once
+ * and in any order, so that each has its effect at most once: in ONE
+ * transaction the message is recorded as processed (a duplicate finds its
+ * row), the provider object's version is moved forward (an older event finds
+ * a newer version), and a final answer moves its undecided payment or refund
+ * through the ledger's fenced transition, storing the final response on the
+ * key. The caller answers 2xx only after that commit, so an event whose
+ * effect did not commit comes again. Charges and refunds take the same path,
+ * each with its operation (see Subject).
  *
- * An event names its charge by provider key, not by client: the payment is
- * found by that key first, outside the transaction (on a schema sharded by
- * client, the one statement here that asks every shard), and the transaction
- * then names the payment's client in every statement, so it runs on one
- * shard. An event for no payment of ours is recorded nowhere and changes
- * nothing, however often it comes.
- *
- * A refund event is read and checked as fully as a charge event (a malformed
- * one is refused like one), then acknowledged and changes nothing
- * (`ignored`), recorded nowhere either: this API does not apply refund events
- * yet, and refusing them would have the provider redeliver them for ever.
+ * An event names its object by provider key, not by client: the row is found
+ * by that key first, outside the transaction (on a schema sharded by client,
+ * the one statement here that asks every shard), and the transaction then
+ * names the row's client in every statement, so it runs on one shard. An
+ * event for no row of ours is recorded nowhere and changes nothing, however
+ * often it comes.
  */
 @Injectable()
 export class ProviderEventsService {
@@ -47,7 +69,7 @@ export class ProviderEventsService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly messages: ProcessedMessagesRepository,
-    private readonly payments: PaymentsRepository,
+    private readonly rows: OperationsRepository,
     private readonly ledger: Ledger,
     private readonly metrics: Metrics,
     @InjectConfig() config: AppConfig,
@@ -82,30 +104,32 @@ export class ProviderEventsService {
         param: 'webhook-id',
       });
     }
-    const result = isChargeEvent(event) ? await this.consume(event) : 'ignored';
+    const subject = subjectOf(event);
+    const result = await this.consume(event.id, subject as Subject<OperationRow>);
     this.metrics.providerEvents.inc({ result });
     return result;
   }
 
-  private async consume(event: ChargeProviderEvent): Promise<EventResult> {
-    const ref = await this.payments.findByProviderKey(this.dataSource.manager, event.data.providerKey);
-    if (!ref) return 'unknown_charge';
+  private async consume<R extends OperationRow>(eventId: string, subject: Subject<R>): Promise<EventResult> {
+    const { operation, providerKey } = subject;
+    const ref = await this.rows.findByProviderKey(this.dataSource.manager, operation, providerKey);
+    if (!ref) return subject.unknown;
     return this.dataSource.transaction(async (db): Promise<EventResult> => {
-      if (!(await this.messages.record(db, ref.clientId, CONSUMER, event.id))) return 'duplicate';
-      const payment = await this.payments.findForClient(db, ref.clientId, ref.id);
-      if (!payment) throw new Error(`payment ${ref.id} of provider key ${event.data.providerKey} is gone`);
-      const outcome = outcomeOfCharge(event.data.charge, payment);
-      // A charge for another amount is never taken from an event: reconciliation sends it to review.
+      if (!(await this.messages.record(db, ref.clientId, CONSUMER, eventId))) return 'duplicate';
+      const row = await this.rows.findForClient(db, operation, ref);
+      if (!row) throw new Error(`${operation.name} ${ref.id} of provider key ${providerKey} is gone`);
+      const outcome = subject.outcomeFor(row);
+      // An answer for another amount is never taken from an event: reconciliation sends it to review.
       const final = outcome && outcome.status !== 'requires_review' ? outcome : undefined;
-      const result = await this.ledger.applyProviderEvent(db, payment, { version: event.data.version, outcome: final });
+      const result = await this.ledger.applyProviderEvent(db, operation, row, { version: subject.version, outcome: final });
       if (result === 'busy') {
         // Rolls back the processed record with everything else: the redelivery applies it.
-        throw new DomainError(ErrorCode.PaymentBusy, 'The payment is being worked on; deliver the event again.', {
+        throw new DomainError(ErrorCode.PaymentBusy, `The ${operation.name} is being worked on; deliver the event again.`, {
           retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS,
         });
       }
       if (result === 'applied') {
-        this.logger.log({ msg: 'payment settled by a provider event', paymentId: payment.id, status: final?.status });
+        this.logger.log({ msg: `${operation.name} settled by a provider event`, [`${operation.name}Id`]: row.id, status: final?.status });
       }
       return result;
     });

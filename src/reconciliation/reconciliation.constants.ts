@@ -1,3 +1,5 @@
+import type { OperationName } from '../ledger/operation';
+
 export const RECONCILIATION_QUEUE = 'reconciliation';
 
 export const JobName = {
@@ -7,14 +9,18 @@ export const JobName = {
 } as const;
 
 /**
- * The payments to reconcile, of one client: every statement of the job names
- * its client. A job carries up to RECONCILE_JOB_PAYMENTS of them; the form
- * with one `paymentId` is what earlier versions queued, still taken.
+ * The rows of one operation (payments or refunds) to reconcile, of one
+ * client: every statement of the job names its client. A job carries up to
+ * RECONCILE_JOB_PAYMENTS of them. The forms with `paymentIds` and with one
+ * `paymentId` are what earlier versions queued, still taken (as payments).
  */
-export type ReconcileJobData = { clientId: string; paymentIds: string[] } | { clientId: string; paymentId: string };
+export type ReconcileJobData =
+  | { clientId: string; operation: OperationName; ids: string[] }
+  | { clientId: string; paymentIds: string[] }
+  | { clientId: string; paymentId: string };
 
 /**
- * Payments per reconcile job. The statements that take their leases (one, with
+ * Rows (payments or refunds) per reconcile job. The statements that take their leases (one, with
  * their reads) and commit their outcomes (one transaction) and the job's own
  * moves in Redis are paid once per job instead of once per payment; the job's
  * payments are asked one after another, so a worker still has at most

@@ -4,6 +4,7 @@ import type { Job } from 'bullmq';
 import { errorForLog } from '../common/log-safety';
 import { WORKER_RETRY_DELAY_MS } from '../common/redis-client';
 import type { AppConfig } from '../config/app-config';
+import { PAYMENT_SIDE, PROVIDER_SIDES } from '../operations/provider-side';
 import { reconcileLimiter } from './reconcile-limiter';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from './reconciliation.constants';
 import { ReconciliationService } from './reconciliation.service';
@@ -40,9 +41,10 @@ export class ReconciliationProcessor extends WorkerHost implements OnModuleDestr
         return this.reconciliation.sweep(this.stopping.signal);
       case JobName.Reconcile: {
         const data = job.data as ReconcileJobData;
+        if ('ids' in data) return this.reconciliation.reconcileBatch(PROVIDER_SIDES[data.operation], data.clientId, data.ids);
         return 'paymentIds' in data
-          ? this.reconciliation.reconcileBatch(data.clientId, data.paymentIds)
-          : this.reconciliation.reconcile({ clientId: data.clientId, id: data.paymentId });
+          ? this.reconciliation.reconcileBatch(PAYMENT_SIDE, data.clientId, data.paymentIds)
+          : this.reconciliation.reconcile(PAYMENT_SIDE, { clientId: data.clientId, id: data.paymentId });
       }
       case JobName.PruneKeys:
         return this.reconciliation.pruneExpiredKeys();

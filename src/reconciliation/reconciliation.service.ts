@@ -12,11 +12,11 @@ import { errorForLog } from '../common/log-safety';
 import { IdempotencyRepository } from '../ledger/idempotency.repository';
 import { type HeldLease, type Lease, heldSince } from '../ledger/lease';
 import { Ledger, type Recorded } from '../ledger/ledger.service';
+import type { OperationName, OperationRow, RowRef } from '../ledger/operation';
+import { OperationsRepository } from '../ledger/operations.repository';
+import type { FinalOutcome } from '../ledger/outcome';
 import { Metrics, type ReconcileOutcome } from '../metrics/metrics';
-import { chargeInputFor } from '../payments/payment';
-import { type FinalOutcome, outcomeOfCharge } from '../ledger/payment-outcome';
-import { PaymentsRepository } from '../ledger/payments.repository';
-import type { Payment, PaymentRef } from '../ledger/payments.table';
+import { PROVIDER_SIDES, type ProviderSide } from '../operations/provider-side';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { ProviderClient } from '../provider/provider.client';
 import {
@@ -26,10 +26,10 @@ import {
   type ReconcileJobData,
 } from './reconciliation.constants';
 
-/** What one payment's reconciliation came to; each is counted in reconcile_outcomes_total. */
+/** What one row's reconciliation came to; each is counted in reconcile_outcomes_total. */
 type ReconcileResult = ReconcileOutcome;
 
-/** What one payment's step came to: done (written, or nothing to write), or a final outcome still to record. */
+/** What one row's step came to: done (written, or nothing to write), or a final outcome still to record. */
 type Step = { done: ReconcileResult } | { decide: FinalOutcome };
 
 /**
@@ -56,10 +56,11 @@ function answerOf(outcome: FinalOutcome | undefined): ProviderAnswer {
 const SWEEP_POLL_MS = 100;
 
 /**
- * The reconcile jobs of a sweep's batch: the payments of each client, up to
- * RECONCILE_JOB_PAYMENTS a job. Removed when done, leaving nothing in Redis.
+ * The reconcile jobs of a sweep's batch of one operation: the rows of each
+ * client, up to RECONCILE_JOB_PAYMENTS a job. Removed when done, leaving
+ * nothing in Redis.
  */
-function reconcileJobs(due: PaymentRef[]) {
+function reconcileJobs(operation: OperationName, due: RowRef[]) {
   const byClient = new Map<string, string[]>();
   for (const { clientId, id } of due) {
     const ids = byClient.get(clientId);
@@ -71,7 +72,7 @@ function reconcileJobs(due: PaymentRef[]) {
     for (let start = 0; start < ids.length; start += RECONCILE_JOB_PAYMENTS) {
       jobs.push({
         name: JobName.Reconcile,
-        data: { clientId, paymentIds: ids.slice(start, start + RECONCILE_JOB_PAYMENTS) } satisfies ReconcileJobData,
+        data: { clientId, operation, ids: ids.slice(start, start + RECONCILE_JOB_PAYMENTS) } satisfies ReconcileJobData,
         opts: { removeOnComplete: true, removeOnFail: true },
       });
     }
@@ -83,10 +84,12 @@ function reconcileJobs(due: PaymentRef[]) {
 const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
 
 /**
- * Finishes payments whose request never did: the process crashed, the client
- * gave up, or the provider's answer was not final. Postgres is the source of
- * truth; Redis only carries the work of the moment, so a sweep after Redis
- * lost every job finds the same payments again.
+ * Finishes payments and refunds whose request never did: the process
+ * crashed, the client gave up, or the provider's answer was not final. One
+ * ladder for both: every method takes the operation's provider side (see
+ * ProviderSide), and the rows' statements are the ones every operation
+ * shares. Postgres is the source of truth; Redis only carries the work of
+ * the moment, so a sweep after Redis lost every job finds the same rows again.
  */
 @Injectable()
 export class ReconciliationService {
@@ -98,7 +101,7 @@ export class ReconciliationService {
     private readonly dataSource: DataSource,
     private readonly clients: ClientsRepository,
     private readonly keys: IdempotencyRepository,
-    private readonly payments: PaymentsRepository,
+    private readonly rows: OperationsRepository,
     private readonly ledger: Ledger,
     private readonly provider: ProviderClient,
     @InjectQueue(RECONCILIATION_QUEUE) private readonly queue: Queue,
@@ -123,17 +126,25 @@ export class ReconciliationService {
    * sharded schema, across shards); each job carries its payments' client,
    * so the job's own statements each name it.
    *
-   * Returns how many payments it found due, each counted once.
+   * Payments first, then refunds, each operation with the whole budget
+   * left of the interval. Returns how many rows it found due, each counted once.
    */
   async sweep(stop: AbortSignal): Promise<number> {
-    const { staleAfterMs, batchSize, intervalMs } = this.config.reconcile;
-    const deadline = Date.now() + intervalMs;
+    const deadline = Date.now() + this.config.reconcile.intervalMs;
+    let found = 0;
+    for (const side of Object.values(PROVIDER_SIDES)) found += await this.sweepOf(side, deadline, stop);
+    return found;
+  }
+
+  private async sweepOf(side: ProviderSide<OperationRow>, deadline: number, stop: AbortSignal): Promise<number> {
+    const { staleAfterMs, batchSize } = this.config.reconcile;
+    const { operation } = side;
     const found = new Set<string>();
     for (;;) {
-      const due = await this.payments.findDueForReconciliation(this.dataSource.manager, staleAfterMs, batchSize, [
+      const due = await this.rows.findDueForReconciliation(this.dataSource.manager, operation, staleAfterMs, batchSize, [
         ...found,
       ]);
-      if (due.length > 0) await this.queue.addBulk(reconcileJobs(due));
+      if (due.length > 0) await this.queue.addBulk(reconcileJobs(operation.name, due));
       for (const { id } of due) found.add(id);
       const lowWater = Math.ceil(batchSize / 2 / RECONCILE_JOB_PAYMENTS);
       if (due.length < batchSize || !(await this.waitForRoom(lowWater, deadline, stop))) return found.size;
@@ -158,24 +169,24 @@ export class ReconciliationService {
    * other worker touches the payment. One provider call per step, no
    * in-call retries: the ladder below is this hop's only retry layer.
    */
-  async reconcile(ref: PaymentRef): Promise<ReconcileResult> {
-    const result = await this.reconcileOne(ref);
+  async reconcile<R extends OperationRow>(side: ProviderSide<R>, ref: RowRef): Promise<ReconcileResult> {
+    const result = await this.reconcileOne(side, ref);
     this.metrics.reconcileOutcomes.inc({ outcome: result });
     return result;
   }
 
-  private async reconcileOne(ref: PaymentRef): Promise<ReconcileResult> {
+  private async reconcileOne<R extends OperationRow>(side: ProviderSide<R>, ref: RowRef): Promise<ReconcileResult> {
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
     const askedAt = performance.now();
-    const taken = await this.keys.takeOverLeaseForPayment(db, ref, randomUUID(), leaseMs);
+    const taken = await this.keys.takeOverLeaseFor(db, side.operation, ref, randomUUID(), leaseMs);
     if (!taken) return 'skipped';
     const lease = heldSince(taken, askedAt, leaseMs);
-    const payment = await this.ledger.undecidedPayment(ref);
-    const step = await this.step(lease, payment);
+    const row = await this.ledger.undecided(side.operation, ref);
+    const step = await this.step(side, lease, row);
     if ('done' in step) return step.done;
-    const [recorded] = await this.ledger.recordOutcomes([{ lease, payment, outcome: step.decide }]);
-    return this.reconciled(lease, payment, step.decide, recorded);
+    const [recorded] = await this.ledger.recordOutcomes(side.operation, [{ lease, row, outcome: step.decide }]);
+    return this.reconciled(side, lease, row, step.decide, recorded);
   }
 
   /**
@@ -191,22 +202,26 @@ export class ReconciliationService {
    *
    * Returns how many payments came to each result.
    */
-  async reconcileBatch(clientId: string, paymentIds: string[]): Promise<Partial<Record<ReconcileResult, number>>> {
+  async reconcileBatch<R extends OperationRow>(
+    side: ProviderSide<R>,
+    clientId: string,
+    ids: string[],
+  ): Promise<Partial<Record<ReconcileResult, number>>> {
     const { leaseMs } = this.config.idempotency;
     const token = randomUUID();
     const askedAt = performance.now();
-    const taken = await this.keys.takeOverDueLeases(this.dataSource.manager, clientId, paymentIds, token, leaseMs);
-    const results: ReconcileResult[] = Array<ReconcileResult>(paymentIds.length - taken.length).fill('skipped');
-    const decided: { lease: HeldLease; payment: Payment; outcome: FinalOutcome }[] = [];
-    for (const { key, payment } of taken) {
+    const taken = await this.keys.takeOverDueLeases(this.dataSource.manager, side.operation, clientId, ids, token, leaseMs);
+    const results: ReconcileResult[] = Array<ReconcileResult>(ids.length - taken.length).fill('skipped');
+    const decided: { lease: HeldLease; row: R; outcome: FinalOutcome }[] = [];
+    for (const { key, row } of taken) {
       const lease = heldSince({ clientId, key, token }, askedAt, leaseMs);
-      const step = await this.step(lease, payment);
+      const step = await this.step(side, lease, row);
       if ('done' in step) results.push(step.done);
-      else decided.push({ lease, payment, outcome: step.decide });
+      else decided.push({ lease, row, outcome: step.decide });
     }
-    const recorded = await this.ledger.recordOutcomes(decided);
-    for (const [index, { lease, payment, outcome }] of decided.entries()) {
-      results.push(await this.reconciled(lease, payment, outcome, recorded[index]));
+    const recorded = await this.ledger.recordOutcomes(side.operation, decided);
+    for (const [index, { lease, row, outcome }] of decided.entries()) {
+      results.push(await this.reconciled(side, lease, row, outcome, recorded[index]));
     }
     const counts: Partial<Record<ReconcileResult, number>> = {};
     for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
@@ -219,17 +234,17 @@ export class ReconciliationService {
    * presented to the provider once. All but a final answer is written here;
    * a final answer is returned, to be recorded by the caller.
    */
-  private async step(lease: HeldLease, payment: Payment): Promise<Step> {
-    if (payment.status === 'requires_review') return { done: await this.recheckReview(lease, payment) };
-    const answer = await this.askProvider(payment, lease);
-    this.crashPoint.reach('worker_mid_job', { paymentId: payment.id });
+  private async step<R extends OperationRow>(side: ProviderSide<R>, lease: HeldLease, row: R): Promise<Step> {
+    if (row.status === 'requires_review') return { done: await this.recheckReview(side, lease, row) };
+    const answer = await this.askProvider(side, row, lease);
+    this.crashPoint.reach('worker_mid_job', { [`${side.operation.name}Id`]: row.id });
     switch (answer.kind) {
       case 'lease_lost':
         return { done: 'skipped' };
       case 'circuit_open':
-        return { done: await this.deferWhileProviderDown(lease, payment) };
+        return { done: await this.deferWhileProviderDown(side, lease, row) };
       case 'not_final':
-        return { done: await this.postpone(lease, payment) };
+        return { done: await this.postpone(side, lease, row) };
       case 'final':
         return { decide: answer.outcome };
     }
@@ -241,18 +256,20 @@ export class ReconciliationService {
    * payment is no answer: the attempt counts, the payment climbs the ladder
    * like any unknown outcome and so reaches review if it never can be written.
    */
-  private async reconciled(
+  private async reconciled<R extends OperationRow>(
+    side: ProviderSide<R>,
     lease: Lease,
-    payment: Payment,
+    row: R,
     outcome: FinalOutcome,
-    recorded: PromiseSettledResult<Recorded | undefined>,
+    recorded: PromiseSettledResult<Recorded<R> | undefined>,
   ): Promise<ReconcileResult> {
+    const name = side.operation.name;
     if (recorded.status === 'rejected') {
-      this.logger.error({ msg: 'provider answer could not be recorded', paymentId: payment.id, err: errorForLog(recorded.reason) });
-      return this.postpone(lease, payment);
+      this.logger.error({ msg: 'provider answer could not be recorded', [`${name}Id`]: row.id, err: errorForLog(recorded.reason) });
+      return this.postpone(side, lease, row);
     }
     if (!recorded.value) return 'skipped';
-    this.logger.log({ msg: 'payment reconciled', paymentId: payment.id, status: outcome.status });
+    this.logger.log({ msg: `${name} reconciled`, [`${name}Id`]: row.id, status: outcome.status });
     return outcome.status === 'requires_review' ? 'requires_review' : 'settled';
   }
 
@@ -306,17 +323,13 @@ export class ReconciliationService {
    * payment someone else has decided. A payment in review is only looked up
    * (recheckReview), never submitted.
    */
-  private async askProvider(payment: Payment, lease: HeldLease): Promise<ProviderAnswer> {
+  private async askProvider<R extends OperationRow>(side: ProviderSide<R>, row: R, lease: HeldLease): Promise<ProviderAnswer> {
     // The call's deadline is shorter than the lease (the configuration sees to
     // it), so a fresh lease holds through the call without a statement.
     const { deadlineMs } = this.config.provider;
     if (!(await this.ledger.holdForCall(lease, deadlineMs))) return LEASE_LOST;
-    const submitted = await this.provider.createCharge(chargeInputFor(payment), {
-      clientId: payment.clientId,
-      maxAttempts: 1,
-      deadlineMs,
-    });
-    if (submitted.kind === 'answered') return answerOf(outcomeOfCharge(submitted.charge, payment));
+    const submitted = await side.submit(this.provider, row, { clientId: row.clientId, maxAttempts: 1, deadlineMs });
+    if (submitted.kind === 'answered') return answerOf(submitted.outcome);
     return submitted.gaveUp === 'breaker_open' ? CIRCUIT_OPEN : NOT_FINAL;
   }
 
@@ -327,40 +340,42 @@ export class ReconciliationService {
    * REVIEW_RECHECK_INTERVAL_MS until REVIEW_RECHECK_HORIZON_HOURS after the
    * payment went to review, and then only for an operator.
    */
-  private async recheckReview(lease: HeldLease, payment: Payment): Promise<ReconcileResult> {
-    const lookup = await this.provider.getCharge(payment.providerKey, {
-      clientId: payment.clientId,
+  private async recheckReview<R extends OperationRow>(side: ProviderSide<R>, lease: HeldLease, row: R): Promise<ReconcileResult> {
+    const { operation } = side;
+    const idField = `${operation.name}Id`;
+    const lookup = await side.lookup(this.provider, row, {
+      clientId: row.clientId,
       maxAttempts: 1,
       deadlineMs: this.config.provider.deadlineMs,
     });
-    if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(lease, payment);
-    const outcome = lookup.kind === 'found' ? outcomeOfCharge(lookup.charge, payment) : undefined;
+    if (lookup.kind === 'unknown' && lookup.gaveUp === 'breaker_open') return this.deferWhileProviderDown(side, lease, row);
+    const outcome = lookup.kind === 'found' ? lookup.outcome : undefined;
     if (outcome && outcome.status !== 'requires_review') {
-      const [recorded] = await this.ledger.recordOutcomes([{ lease, payment, outcome }]);
+      const [recorded] = await this.ledger.recordOutcomes(operation, [{ lease, row, outcome }]);
       if (recorded.status === 'fulfilled') {
         if (!recorded.value) return 'skipped';
-        this.logger.log({ msg: 'review settled by the provider', paymentId: payment.id, status: outcome.status });
+        this.logger.log({ msg: 'review settled by the provider', [idField]: row.id, status: outcome.status });
         return 'settled';
       }
       // Left in review for the next re-check, as an answer that is not final is.
-      this.logger.error({ msg: 'provider answer could not be recorded', paymentId: payment.id, err: errorForLog(recorded.reason) });
+      this.logger.error({ msg: 'provider answer could not be recorded', [idField]: row.id, err: errorForLog(recorded.reason) });
     }
     const { reviewRecheckIntervalMs, reviewRecheckHorizonHours } = this.config.reconcile;
-    // updated_at is when the payment went to review: nothing else writes it until it leaves.
-    const reviewEndsAt = payment.updatedAt.getTime() + reviewRecheckHorizonHours * 3_600_000;
+    // updated_at is when the row went to review: nothing else writes it until it leaves.
+    const reviewEndsAt = row.updatedAt.getTime() + reviewRecheckHorizonHours * 3_600_000;
     const last = Date.now() + reviewRecheckIntervalMs >= reviewEndsAt;
-    if (last) this.logger.warn({ msg: 'review re-checks ended; an operator must resolve', paymentId: payment.id });
+    if (last) this.logger.warn({ msg: 'review re-checks ended; an operator must resolve', [idField]: row.id });
     const delayMs = last ? 'never' : reviewRecheckIntervalMs;
-    return (await this.ledger.postpone(lease, payment.id, { delayMs, countAttempt: false })) ? 'postponed' : 'skipped';
+    return (await this.ledger.postpone(operation, lease, row.id, { delayMs, countAttempt: false })) ? 'postponed' : 'skipped';
   }
 
   /**
    * The provider's circuit is open: no attempt was made, so none is counted
    * towards requires_review; the payment comes back once a probe may go.
    */
-  private async deferWhileProviderDown(lease: Lease, payment: Payment): Promise<ReconcileResult> {
-    const delayMs = this.provider.unavailableForMs(payment.clientId);
-    const deferred = await this.ledger.postpone(lease, payment.id, { delayMs, countAttempt: false });
+  private async deferWhileProviderDown<R extends OperationRow>(side: ProviderSide<R>, lease: Lease, row: R): Promise<ReconcileResult> {
+    const delayMs = this.provider.unavailableForMs(row.clientId);
+    const deferred = await this.ledger.postpone(side.operation, lease, row.id, { delayMs, countAttempt: false });
     return deferred ? 'postponed' : 'skipped';
   }
 
@@ -368,23 +383,24 @@ export class ReconciliationService {
    * No final answer this time: climb one rung of a jittered exponential
    * ladder, or, once the rungs run out, hand the payment to a person.
    */
-  private async postpone(lease: Lease, payment: Payment): Promise<ReconcileResult> {
+  private async postpone<R extends OperationRow>(side: ProviderSide<R>, lease: Lease, row: R): Promise<ReconcileResult> {
+    const { operation } = side;
     const { maxAttempts, backoffBaseMs, backoffCapMs } = this.config.reconcile;
-    const attempt = payment.reconcileAttempts + 1;
+    const attempt = row.reconcileAttempts + 1;
     if (attempt >= maxAttempts) {
-      const recorded = await this.ledger.recordOutcome(lease, payment, {
+      const recorded = await this.ledger.recordOutcome(operation, lease, row, {
         status: 'requires_review',
         failureCode: 'reconciliation_exhausted',
         failureMessage: `The provider gave no final answer after ${attempt} reconciliation attempts.`,
       });
-      if (recorded) this.logger.warn({ msg: 'payment requires review', paymentId: payment.id, attempts: attempt });
+      if (recorded) this.logger.warn({ msg: `${operation.name} requires review`, [`${operation.name}Id`]: row.id, attempts: attempt });
       return recorded ? 'requires_review' : 'skipped';
     }
     const delayMs = backoffDelayMs(
       { variant: 'equal', baseMs: backoffBaseMs, capMs: backoffCapMs },
-      payment.reconcileAttempts,
+      row.reconcileAttempts,
     );
-    const postponed = await this.ledger.postpone(lease, payment.id, { delayMs: Math.round(delayMs), countAttempt: true });
+    const postponed = await this.ledger.postpone(operation, lease, row.id, { delayMs: Math.round(delayMs), countAttempt: true });
     return postponed ? 'postponed' : 'skipped';
   }
 }

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
 import { createInterface } from 'node:readline';
 import { API_NODE_FLAGS } from '../../src/config/api-node-flags';
-import type { Charge, ListedChargeEvent } from '../../src/mock-provider/mock-provider.types';
+import type { Charge, ListedChargeEvent, Refund } from '../../src/mock-provider/mock-provider.types';
 
 export type { Charge, ListedChargeEvent };
 
@@ -96,6 +96,10 @@ export interface ProviderProcess extends HttpProcess {
   charges(): Promise<Charge[]>;
   /** The charges for one payment: the API sends the payment id as the charge's reference. */
   chargesFor(paymentId: string): Promise<Charge[]>;
+  /** Every refund the provider holds (GET /refunds). */
+  refunds(): Promise<Refund[]>;
+  /** The refunds of one refund of ours: the API sends the refund id as the provider refund's reference. */
+  refundsFor(refundId: string): Promise<Refund[]>;
   /** Every event the provider emitted, oldest first, with its delivery state (GET /events). */
   events(): Promise<ListedChargeEvent[]>;
 }
@@ -150,6 +154,8 @@ export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
     ...http,
     charges,
     chargesFor: async (paymentId) => (await charges()).filter((charge) => charge.reference === paymentId),
+    refunds: () => read<Refund[]>('/refunds'),
+    refundsFor: async (refundId) => (await read<Refund[]>('/refunds')).filter((refund) => refund.reference === refundId),
     events: () => read<ListedChargeEvent[]>('/events'),
   };
 }

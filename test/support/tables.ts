@@ -4,6 +4,7 @@ import { eventsTable } from '../../src/ledger/events.table';
 import { webhookDeliveriesTable } from '../../src/merchant-events/webhook-deliveries.table';
 import { webhookEndpointsTable } from '../../src/merchant-events/webhook-endpoints.table';
 import { paymentsTable } from '../../src/ledger/payments.table';
+import { refundsTable } from '../../src/ledger/refunds.table';
 import { processedMessagesTable } from '../../src/provider-events/processed-messages.table';
 import type { Column, Table } from '../../src/database/table';
 
@@ -11,6 +12,7 @@ import type { Column, Table } from '../../src/database/table';
 export const TABLES: readonly Table<Record<string, Column<unknown>>>[] = [
   apiClientsTable,
   paymentsTable,
+  refundsTable,
   idempotencyKeysTable,
   processedMessagesTable,
   eventsTable,
