@@ -5,7 +5,8 @@ import type { CrashPointName } from '../src/config/app-config';
 import type { ApiProcess, WorkerProcess } from './support/processes';
 import { IdempotencyRepository } from '../src/ledger/idempotency.repository';
 import { Ledger } from '../src/ledger/ledger.service';
-import { PaymentsRepository } from '../src/ledger/payments.repository';
+import { PAYMENTS } from '../src/ledger/operations';
+import { OperationsRepository } from '../src/ledger/operations.repository';
 import { eventually } from './support/eventually';
 import { type Reply, crashPointReached, logged, useProcessStack } from './support/process-stack';
 import { testConfig } from './support/test-env';
@@ -204,15 +205,14 @@ describe('API and worker processes that die, stall or are stopped', () => {
         const keys = new IdempotencyRepository();
         const [{ clientId }] = await stack.db.query('SELECT client_id AS "clientId" FROM idempotency_keys WHERE key = $1', [key]);
         const decider = { clientId, key, token: randomUUID() };
-        await eventually(async () => ((await keys.takeOverLease(stack.db.manager, decider, paymentId, 30_000)) ? true : undefined), {
+        await eventually(async () => ((await keys.takeOverLease(stack.db.manager, decider, PAYMENTS, paymentId, 30_000)) ? true : undefined), {
           what: 'the stalled request’s lease to expire',
         });
-        const payments = new PaymentsRepository();
-        const ledger = new Ledger(stack.db, keys, payments, testConfig());
-        const payment = await payments.findForClient(stack.db.manager, clientId, paymentId);
-        const decided = await ledger.recordOutcome(decider, payment!, {
+        const ledger = new Ledger(stack.db, keys, new OperationsRepository(), testConfig());
+        const payment = await ledger.find(PAYMENTS, { clientId, id: paymentId });
+        const decided = await ledger.recordOutcome(PAYMENTS, decider, payment!, {
           status: 'failed',
-          providerChargeId: null,
+          providerId: null,
           failureCode: 'decided_elsewhere',
           failureMessage: 'Decided while the request was stalled.',
           resolution: { by: 'crash test', reason: 'the provider never saw it' },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { Ledger } from '../src/ledger/ledger.service';
+import { PAYMENTS } from '../src/ledger/operations';
 import { PaymentsRepository } from '../src/ledger/payments.repository';
 import { eventually } from './support/eventually';
 import { useInProcessStack } from './support/in-process-app';
@@ -410,9 +411,9 @@ describe('POST /v1/payments', () => {
     const read = await stack.app.get(PaymentsRepository).findForClient(stack.dataSource.manager, clientId, pending.body.id);
     const written = await stack.app
       .get(Ledger)
-      .recordOutcome({ clientId, key, token: randomUUID() }, read!, {
+      .recordOutcome(PAYMENTS, { clientId, key, token: randomUUID() }, read!, {
         status: 'succeeded',
-        providerChargeId: 'ch_forged',
+        providerId: 'ch_forged',
       });
 
     expect(written).toBeUndefined();

@@ -6,7 +6,7 @@ const OTHER = 'e'.repeat(64);
 const STORED = { status: 201, body: '{"id":"pay_1"}' };
 
 function key(overrides: Partial<KeyState> = {}): KeyState {
-  return { fingerprint: FINGERPRINT, paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
+  return { fingerprint: FINGERPRINT, resourceId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
 }
 
 describe('keyVerdict', () => {
@@ -32,7 +32,8 @@ describe('keyVerdict', () => {
     expect(keyVerdict(key({ leaseRemainingSeconds: 1 }), FINGERPRINT)).toEqual({ kind: 'in_progress' });
   });
 
-  it('is resumable when the payment is unfinished and nobody holds the lease', () => {
-    expect(keyVerdict(key(), FINGERPRINT)).toEqual({ kind: 'resumable', paymentId: 'pay_1' });
+  it('is resumable when the row (a payment, a refund) is unfinished and nobody holds the lease', () => {
+    expect(keyVerdict(key(), FINGERPRINT)).toEqual({ kind: 'resumable', resourceId: 'pay_1' });
+    expect(keyVerdict(key({ resourceId: 're_1' }), FINGERPRINT)).toEqual({ kind: 'resumable', resourceId: 're_1' });
   });
 });

@@ -3,6 +3,7 @@ import { eventually } from '../../test/support/eventually';
 import { FINGERPRINT, LEASE_MS, LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { newPaymentId } from './payment-id';
 import type { Lease } from './lease';
+import { PAYMENTS, REFUNDS } from './operations';
 
 describe('IdempotencyRepository on Postgres', () => {
   const db = useLedgerFixtures();
@@ -30,7 +31,7 @@ describe('IdempotencyRepository on Postgres', () => {
 
       expect(state).toEqual({
         fingerprint: FINGERPRINT,
-        paymentId: payment.id,
+        resourceId: payment.id,
         response: undefined,
         leaseRemainingSeconds: LEASE_MS / 1000,
         expired: false,
@@ -48,13 +49,13 @@ describe('IdempotencyRepository on Postgres', () => {
       expect(await claimAgain(held.lease)).toBe(false);
       expect(await claimAgain(finished.lease)).toBe(false);
       expect(await claimAgain(abandoned.lease)).toBe(false);
-      expect((await keys().find(manager(), clientId, abandoned.lease.key))?.paymentId).toBe(abandoned.payment.id);
+      expect((await keys().find(manager(), clientId, abandoned.lease.key))?.resourceId).toBe(abandoned.payment.id);
     });
 
     it('counts the retention from the stored answer, not from the claim', async () => {
       const { lease, payment } = await given.claimed(clientId);
       await given.ageClaim(lease);
-      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
+      const succeeded = { status: 'succeeded', providerId: 'ch_1' } as const;
       await given.decided(lease, payment, succeeded, { IDEMPOTENCY_KEY_TTL_HOURS: '0.5' });
 
       const [row]: { retention_s: number }[] = await db.dataSource.query(
@@ -77,9 +78,23 @@ describe('IdempotencyRepository on Postgres', () => {
       expect(await claimAgain(lease)).toBe(true);
 
       const state = await keys().find(manager(), clientId, lease.key);
-      expect(state?.paymentId).not.toBe(payment.id);
+      expect(state?.resourceId).not.toBe(payment.id);
       expect(state).toMatchObject({ fingerprint: 'e'.repeat(64), response: undefined, expired: false });
       expect(state?.leaseRemainingSeconds).toBeGreaterThan(0);
+    });
+
+    it('takes over an expired key of a payment for a refund, as a new request: the key names the refund only', async () => {
+      const { lease, payment } = await given.succeeded(clientId);
+      await given.expireRetention(lease);
+
+      const { refund } = await given.claimedRefund(payment, 100, lease.key);
+
+      expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({ resourceId: refund.id, response: undefined });
+      const [row]: { payment_id: string | null; refund_id: string | null }[] = await db.dataSource.query(
+        `SELECT payment_id, refund_id FROM idempotency_keys WHERE client_id = $1 AND key = $2`,
+        [clientId, lease.key],
+      );
+      expect(row).toEqual({ payment_id: null, refund_id: refund.id });
     });
   });
 
@@ -93,7 +108,7 @@ describe('IdempotencyRepository on Postgres', () => {
       const finished = await given.succeeded(clientId);
 
       const takeOver = (held: { lease: Lease; payment: { id: string } }) =>
-        keys().takeOverLease(manager(), otherLease(held.lease), held.payment.id, LEASE_MS);
+        keys().takeOverLease(manager(), otherLease(held.lease), PAYMENTS, held.payment.id, LEASE_MS);
 
       expect(await takeOver(live)).toBe(false);
       expect(await takeOver(expired)).toBe(true);
@@ -102,10 +117,12 @@ describe('IdempotencyRepository on Postgres', () => {
     });
 
     it('is taken over only for the payment the taker read the key for', async () => {
-      const { lease } = await given.claimed(clientId);
+      const { lease, payment } = await given.claimed(clientId);
       await given.expireLease(lease);
 
-      expect(await keys().takeOverLease(manager(), otherLease(lease), newPaymentId(), LEASE_MS)).toBe(false);
+      expect(await keys().takeOverLease(manager(), otherLease(lease), PAYMENTS, newPaymentId(), LEASE_MS)).toBe(false);
+      // The same id, read as another operation's row, is not this key's either.
+      expect(await keys().takeOverLease(manager(), otherLease(lease), REFUNDS, payment.id, LEASE_MS)).toBe(false);
     });
 
     it('is renewed only by its holder, and only while the key is unfinished', async () => {
@@ -125,9 +142,10 @@ describe('IdempotencyRepository on Postgres', () => {
       const expired = await given.claimed(clientId);
       await given.expireLease(expired.lease);
 
-      expect(await keys().takeOverLeaseForPayment(manager(), live.payment, randomUUID(), LEASE_MS)).toBeUndefined();
+      expect(await keys().takeOverLeaseFor(manager(), PAYMENTS, live.payment, randomUUID(), LEASE_MS)).toBeUndefined();
+      expect(await keys().takeOverLeaseFor(manager(), REFUNDS, expired.payment, randomUUID(), LEASE_MS)).toBeUndefined();
       const token = randomUUID();
-      expect(await keys().takeOverLeaseForPayment(manager(), expired.payment, token, LEASE_MS)).toEqual({
+      expect(await keys().takeOverLeaseFor(manager(), PAYMENTS, expired.payment, token, LEASE_MS)).toEqual({
         clientId,
         key: expired.lease.key,
         token,
@@ -141,21 +159,21 @@ describe('IdempotencyRepository on Postgres', () => {
       const decided = await given.succeeded(clientId);
       const postponed = await given.claimed(clientId);
       await given.expireLease(postponed.lease);
-      expect(await given.payments.postponeUnderLease(manager(), postponed.lease, postponed.payment, { delayMs: 60_000, countAttempt: true })).toBe(
-        true,
-      );
+      expect(
+        await given.rows.postponeUnderLease(manager(), PAYMENTS, postponed.lease, postponed.payment, { delayMs: 60_000, countAttempt: true }),
+      ).toBe(true);
       const ids = [due, leased, decided, postponed].map(({ payment }) => payment.id);
       const token = randomUUID();
 
-      const taken = await keys().takeOverDueLeases(manager(), clientId, ids, token, LEASE_MS);
+      const taken = await keys().takeOverDueLeases(manager(), PAYMENTS, clientId, ids, token, LEASE_MS);
 
-      expect(taken).toEqual([{ key: due.lease.key, payment: { ...due.payment, updatedAt: expect.any(Date) } }]);
+      expect(taken).toEqual([{ key: due.lease.key, row: { ...due.payment, updatedAt: expect.any(Date) } }]);
       expect(await keys().lockHeldLeases(manager(), [{ clientId, key: due.lease.key, token }])).toEqual(new Set([due.lease.key]));
       expect(await keys().lockHeldLeases(manager(), [due.lease])).toEqual(new Set());
       // Taken now: a second batch with the same payments takes nothing.
-      expect(await keys().takeOverDueLeases(manager(), clientId, ids, randomUUID(), LEASE_MS)).toEqual([]);
+      expect(await keys().takeOverDueLeases(manager(), PAYMENTS, clientId, ids, randomUUID(), LEASE_MS)).toEqual([]);
       // Another client's batch never takes this client's keys.
-      expect(await keys().takeOverDueLeases(manager(), await given.client(), ids, randomUUID(), LEASE_MS)).toEqual([]);
+      expect(await keys().takeOverDueLeases(manager(), PAYMENTS, await given.client(), ids, randomUUID(), LEASE_MS)).toEqual([]);
     });
 
     it('does not take a key whose payment changed while the batch statement waited for it', async () => {
@@ -167,8 +185,8 @@ describe('IdempotencyRepository on Postgres', () => {
       await holder.connect();
       try {
         await holder.startTransaction();
-        expect(await given.payments.postponeUnderLease(holder.manager, lease, payment, { delayMs: 0, countAttempt: true })).toBe(true);
-        const batch = keys().takeOverDueLeases(manager(), clientId, [payment.id], randomUUID(), LEASE_MS);
+        expect(await given.rows.postponeUnderLease(holder.manager, PAYMENTS, lease, payment, { delayMs: 0, countAttempt: true })).toBe(true);
+        const batch = keys().takeOverDueLeases(manager(), PAYMENTS, clientId, [payment.id], randomUUID(), LEASE_MS);
         await eventually(
           async () => {
             const [{ waiting }] = (await db.dataSource.query(
@@ -196,12 +214,13 @@ describe('IdempotencyRepository on Postgres', () => {
       const token = randomUUID();
       for (const { lease } of [kept, lost]) {
         await given.expireLease(lease);
-        await keys().takeOverLease(manager(), { ...lease, token }, (await keys().find(manager(), clientId, lease.key))!.paymentId, LEASE_MS);
+        const { resourceId } = (await keys().find(manager(), clientId, lease.key))!;
+        await keys().takeOverLease(manager(), { ...lease, token }, PAYMENTS, resourceId, LEASE_MS);
       }
       const keptLease = { ...kept.lease, token };
       const lostLease = { ...lost.lease, token };
       await given.expireLease(lostLease);
-      await keys().takeOverLease(manager(), otherLease(lostLease), lost.payment.id, LEASE_MS);
+      await keys().takeOverLease(manager(), otherLease(lostLease), PAYMENTS, lost.payment.id, LEASE_MS);
 
       const held = await db.dataSource.transaction((tx) => keys().lockHeldLeases(tx, [keptLease, lostLease]));
 
@@ -214,7 +233,7 @@ describe('IdempotencyRepository on Postgres', () => {
     it('lets only its holder settle or release the key', async () => {
       const { lease, payment } = await given.claimed(clientId);
       const stranger = otherLease(lease);
-      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
+      const succeeded = { status: 'succeeded', providerId: 'ch_1' } as const;
 
       expect(await given.decided(stranger, payment, succeeded)).toEqual({ kind: 'lease_lost' });
       await keys().release(manager(), stranger);

@@ -4,6 +4,7 @@ import { type Lease, heldSince } from './lease';
 import type { DataSource } from 'typeorm';
 import { loadConfig } from '../config/app-config';
 import { Ledger } from './ledger.service';
+import { PAYMENTS, REFUNDS } from './operations';
 
 describe('Ledger on Postgres', () => {
   const db = useLedgerFixtures();
@@ -13,7 +14,7 @@ describe('Ledger on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
+    ledger = new Ledger(db.dataSource, given.keys, given.rows, loadConfig({}));
   });
 
   const keyOf = (lease: Lease) => given.keys.find(db.dataSource.manager, lease.clientId, lease.key);
@@ -22,8 +23,8 @@ describe('Ledger on Postgres', () => {
   async function takenOver(lease: Lease): Promise<Lease> {
     await given.expireLease(lease);
     const taker = { ...lease, token: randomUUID() };
-    const { paymentId } = (await keyOf(lease))!;
-    if (!(await given.keys.takeOverLease(db.dataSource.manager, taker, paymentId, LEASE_MS))) {
+    const { resourceId } = (await keyOf(lease))!;
+    if (!(await given.keys.takeOverLease(db.dataSource.manager, taker, PAYMENTS, resourceId, LEASE_MS))) {
       throw new Error('no takeover');
     }
     return taker;
@@ -32,7 +33,7 @@ describe('Ledger on Postgres', () => {
   it('records the outcome and the response to replay in one commit', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' });
 
     const response = recorded?.response;
     expect(response?.status).toBe(201);
@@ -46,9 +47,9 @@ describe('Ledger on Postgres', () => {
     const lost = await given.claimed(clientId);
     const taker = await takenOver(lost.lease);
 
-    const recorded = await ledger.recordOutcomes([
-      { lease: kept.lease, payment: kept.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
-      { lease: lost.lease, payment: lost.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_2' } },
+    const recorded = await ledger.recordOutcomes(PAYMENTS, [
+      { lease: kept.lease, row: kept.payment, outcome: { status: 'succeeded', providerId: 'ch_1' } },
+      { lease: lost.lease, row: lost.payment, outcome: { status: 'succeeded', providerId: 'ch_2' } },
     ]);
 
     expect(recorded).toEqual([
@@ -67,12 +68,12 @@ describe('Ledger on Postgres', () => {
 
   it('lets a payment whose outcome cannot be written fail alone: the others of the batch commit', async () => {
     const [before, poisoned, after] = [await given.claimed(clientId), await given.claimed(clientId), await given.claimed(clientId)];
-    const declined = { status: 'failed', providerChargeId: 'ch_2', failureCode: 'do_not_honor\u0000', failureMessage: 'x' } as const;
+    const declined = { status: 'failed', providerId: 'ch_2', failureCode: 'do_not_honor\u0000', failureMessage: 'x' } as const;
 
-    const recorded = await ledger.recordOutcomes([
-      { lease: before.lease, payment: before.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_1' } },
-      { lease: poisoned.lease, payment: poisoned.payment, outcome: declined },
-      { lease: after.lease, payment: after.payment, outcome: { status: 'succeeded', providerChargeId: 'ch_3' } },
+    const recorded = await ledger.recordOutcomes(PAYMENTS, [
+      { lease: before.lease, row: before.payment, outcome: { status: 'succeeded', providerId: 'ch_1' } },
+      { lease: poisoned.lease, row: poisoned.payment, outcome: declined },
+      { lease: after.lease, row: after.payment, outcome: { status: 'succeeded', providerId: 'ch_3' } },
     ]);
 
     expect(recorded.map((settled) => settled.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
@@ -80,20 +81,20 @@ describe('Ledger on Postgres', () => {
     expect(await given.paymentById(after.payment.id)).toMatchObject({ status: 'succeeded', providerChargeId: 'ch_3' });
     expect(await given.paymentById(poisoned.payment.id)).toMatchObject({ status: 'pending', providerChargeId: null });
     // Still under the caller's lease, which can postpone it.
-    expect(await ledger.postpone(poisoned.lease, poisoned.payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
+    expect(await ledger.postpone(PAYMENTS, poisoned.lease, poisoned.payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
     expect(await given.paymentById(poisoned.payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 1 });
   });
 
   it('sends a payment to review with no answer on its key, the lease released and the re-check scheduled', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment, {
+    const recorded = await ledger.recordOutcome(PAYMENTS, lease, payment, {
       status: 'requires_review',
       failureCode: 'reconciliation_exhausted',
       failureMessage: 'No final answer.',
     });
 
-    expect(recorded).toEqual({ payment: expect.objectContaining({ status: 'requires_review' }) });
+    expect(recorded).toEqual({ row: expect.objectContaining({ status: 'requires_review' }) });
     expect(await keyOf(lease)).toMatchObject({ response: undefined, leaseRemainingSeconds: 0, expired: false });
     const [{ ahead_ms: aheadMs }]: { ahead_ms: string }[] = await db.dataSource.query(
       `SELECT extract(epoch FROM next_reconcile_at - now()) * 1000 AS ahead_ms FROM payments WHERE id = $1`,
@@ -104,13 +105,13 @@ describe('Ledger on Postgres', () => {
 
   it('moves a payment in review once, to a final status, storing the final response', async () => {
     const { lease, payment } = await given.claimed(clientId);
-    await ledger.recordOutcome(lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
     const resolver = { ...lease, token: randomUUID() };
-    await given.keys.takeOverLease(db.dataSource.manager, resolver, payment.id, LEASE_MS);
+    await given.keys.takeOverLease(db.dataSource.manager, resolver, PAYMENTS, payment.id, LEASE_MS);
 
-    const resolved = await ledger.recordOutcome(resolver, (await given.paymentById(payment.id))!, {
+    const resolved = await ledger.recordOutcome(PAYMENTS, resolver, (await given.paymentById(payment.id))!, {
       status: 'failed',
-      providerChargeId: null,
+      providerId: null,
       failureCode: 'review_resolved_failed',
       failureMessage: 'The payment failed after review.',
       resolution: { by: 'ops', reason: 'the provider never received it' },
@@ -130,8 +131,8 @@ describe('Ledger on Postgres', () => {
     const { lease, payment } = await given.claimed(clientId);
     await takenOver(lease);
 
-    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
-    const postponed = await ledger.postpone(lease, payment.id, { delayMs: 1_000, countAttempt: true });
+    const recorded = await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' });
+    const postponed = await ledger.postpone(PAYMENTS, lease, payment.id, { delayMs: 1_000, countAttempt: true });
 
     expect(recorded).toBeUndefined();
     expect(postponed).toBe(false);
@@ -142,12 +143,12 @@ describe('Ledger on Postgres', () => {
   it('postpones: schedules the next look and releases the lease in one commit', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    expect(await ledger.postpone(lease, payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
+    expect(await ledger.postpone(PAYMENTS, lease, payment.id, { delayMs: 1_000, countAttempt: true })).toBe(true);
 
     expect(await given.paymentById(payment.id)).toMatchObject({ status: 'pending', reconcileAttempts: 1 });
     expect(await keyOf(lease)).toMatchObject({ leaseRemainingSeconds: 0, response: undefined });
     const taker = { ...lease, token: randomUUID() };
-    expect(await given.keys.takeOverLease(db.dataSource.manager, taker, payment.id, LEASE_MS)).toBe(true);
+    expect(await given.keys.takeOverLease(db.dataSource.manager, taker, PAYMENTS, payment.id, LEASE_MS)).toBe(true);
   });
 
   describe('holdForCall, the fence of the provider call', () => {
@@ -191,9 +192,9 @@ describe('Ledger on Postgres', () => {
       },
     });
     const counted = { manager, transaction: () => Promise.reject(new Error('no transaction')) } as unknown as DataSource;
-    const counting = new Ledger(counted, given.keys, given.payments, loadConfig({}));
+    const counting = new Ledger(counted, given.keys, given.rows, loadConfig({}));
 
-    const recorded = await counting.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await counting.recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' });
 
     expect(sent).toHaveLength(1);
     expect(recorded?.response?.status).toBe(201);
@@ -205,20 +206,37 @@ describe('Ledger on Postgres', () => {
   it('throws, having written nothing, when the lease holds but the payment cannot move so', async () => {
     const { lease, payment } = await given.claimed(clientId);
     const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-    await ledger.recordOutcome(lease, payment, review);
+    await ledger.recordOutcome(PAYMENTS, lease, payment, review);
     const again = { ...lease, token: randomUUID() };
-    await given.keys.takeOverLease(db.dataSource.manager, again, payment.id, LEASE_MS);
+    await given.keys.takeOverLease(db.dataSource.manager, again, PAYMENTS, payment.id, LEASE_MS);
     const inReview = (await given.paymentById(payment.id))!;
 
-    await expect(ledger.recordOutcome(again, inReview, review)).rejects.toThrow(/already final/);
+    await expect(ledger.recordOutcome(PAYMENTS, again, inReview, review)).rejects.toThrow(/already final/);
 
     expect(await given.paymentById(payment.id)).toEqual(inReview);
     expect(await keyOf(again)).toMatchObject({ response: undefined, leaseRemainingSeconds: LEASE_MS / 1000 });
   });
 
+  it('finds a row as it is now, of the operation asked and under its client only', async () => {
+    const { payment } = await given.succeeded(clientId);
+
+    expect(await ledger.find(PAYMENTS, payment)).toMatchObject({ id: payment.id, status: 'succeeded' });
+    expect(await ledger.find(REFUNDS, payment)).toBeUndefined();
+    expect(await ledger.find(PAYMENTS, { clientId: await given.client(), id: payment.id })).toBeUndefined();
+  });
+
+  it('hands out the refund of an unfinished key, and refuses it once it is final', async () => {
+    const { payment } = await given.succeeded(clientId);
+    const { lease, refund } = await given.claimedRefund(payment, 100);
+
+    expect(await ledger.undecided(REFUNDS, refund)).toEqual(refund);
+    await ledger.recordOutcome(REFUNDS, lease, refund, { status: 'succeeded', providerId: 'rf_1' });
+    await expect(ledger.undecided(REFUNDS, refund)).rejects.toThrow(`refund ${refund.id} has an unfinished key but is already final`);
+  });
+
   it('refuses to hand out the payment of an unfinished key once it is final', async () => {
     const { payment } = await given.succeeded(clientId);
 
-    await expect(ledger.undecidedPayment(payment)).rejects.toThrow(/already final/);
+    await expect(ledger.undecided(PAYMENTS, payment)).rejects.toThrow(/already final/);
   });
 });

@@ -2,9 +2,11 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { strictMock } from '../common/strict-mock.fixture';
 import { type AppConfig, loadConfig } from '../config/app-config';
 import type { IdempotencyRepository } from './idempotency.repository';
-import { decidedAs } from './payment-outcome';
-import type { Decided, PaymentsRepository } from './payments.repository';
-import type { Payment } from './payments.table';
+import type { Lease } from './lease';
+import type { Operation, OperationRow, RowRef } from './operation';
+import type { Decided, Decision, OperationsRepository } from './operations.repository';
+import { decidedAs } from './outcome';
+import type { PaymentsRepository } from './payments.repository';
 import type { ProviderClient } from '../provider/provider.client';
 import { Ledger } from './ledger.service';
 
@@ -13,14 +15,16 @@ import { Ledger } from './ledger.service';
  * repositories and the provider, a DataSource whose transactions run on one
  * fake manager, and the real ledger over them, whose fenced writes are part
  * of every flow under test. A spec stubs the fenced statements it expects
- * (payments.recordOutcomeUnderLease, payments.postponeUnderLease) and reads
- * what they were sent.
+ * (rows.recordOutcomeUnderLease, rows.postponeUnderLease: the statements
+ * every operation shares) and reads what they were sent; `payments` is the
+ * payments table's own repository (the claim, the reads by id).
  */
 export function ledgerMocks(env: Record<string, string> = {}): {
   db: EntityManager;
   transaction: jest.Mock;
   dataSource: DataSource;
   keys: jest.Mocked<IdempotencyRepository>;
+  rows: jest.Mocked<OperationsRepository>;
   payments: jest.Mocked<PaymentsRepository>;
   provider: jest.Mocked<ProviderClient>;
   config: AppConfig;
@@ -30,25 +34,33 @@ export function ledgerMocks(env: Record<string, string> = {}): {
   const transaction = jest.fn((work: (em: EntityManager) => unknown) => work(db));
   const dataSource = { manager: db, transaction } as unknown as DataSource;
   const keys = strictMock<IdempotencyRepository>('keys');
+  const rows = strictMock<OperationsRepository>('rows');
   const payments = strictMock<PaymentsRepository>('payments');
   const config = loadConfig(env);
-  const ledger = new Ledger(dataSource, keys, payments, config);
-  return { db, transaction, dataSource, keys, payments, provider: strictMock<ProviderClient>('provider'), config, ledger };
+  const ledger = new Ledger(dataSource, keys, rows, config);
+  return { db, transaction, dataSource, keys, rows, payments, provider: strictMock<ProviderClient>('provider'), config, ledger };
 }
 
 /**
- * PaymentsRepository.recordOutcomeUnderLease as Postgres answers it while
- * the lease holds and the payment can move: the payment as the decision
- * leaves it, updated now, and the response its key stores, with the full
- * retention left.
+ * OperationsRepository.recordOutcomeUnderLease as Postgres answers it while
+ * the lease holds and the row can move: the row as the decision leaves it
+ * (for the operation it was sent), updated now, and the response its key
+ * stores, with the full retention left.
  */
-export function recordsOutcomes(): jest.MockedFunction<PaymentsRepository['recordOutcomeUnderLease']> {
-  return jest.fn(async (_db, _lease, payment, decision): Promise<Decided> => {
+export function recordsOutcomes(): jest.MockedFunction<OperationsRepository['recordOutcomeUnderLease']> {
+  async function recorded<R extends OperationRow>(
+    _db: EntityManager,
+    operation: Operation<R>,
+    _lease: Lease,
+    ref: RowRef,
+    decision: Decision,
+  ): Promise<Decided<R>> {
     const now = new Date();
-    const moved = { ...decidedAs(payment as Payment, decision.outcome), updatedAt: now };
+    const moved = { ...decidedAs(operation, ref as R, decision.outcome), updatedAt: now };
     const { answer } = decision;
-    if (!answer) return { kind: 'recorded', payment: moved };
+    if (!answer) return { kind: 'recorded', row: moved };
     const body = answer.body.before + JSON.stringify(now.toISOString()) + answer.body.after;
-    return { kind: 'recorded', payment: moved, response: { status: answer.status, body }, expiresInMs: answer.ttlHours * 3_600_000 };
-  });
+    return { kind: 'recorded', row: moved, response: { status: answer.status, body }, expiresInMs: answer.ttlHours * 3_600_000 };
+  }
+  return jest.fn(recorded) as jest.MockedFunction<typeof recorded>;
 }

@@ -66,6 +66,9 @@ export interface Operation<R extends OperationRow> {
    * What else a move of a row writes, as CTEs of the outcome statement that
    * read the CTE `moved` (the row as it now is, in the row's shape): a
    * refund's effect on its payment's sums. Empty when nothing else changes.
+   * `client` is the statement's parameter for the client: every row they
+   * touch is named by it, so on a sharded schema the statement stays on the
+   * client's shard.
    */
-  movedEffects(): string[];
+  movedEffects(client: string): string[];
 }

@@ -172,7 +172,7 @@ export class OperationsRepository {
             AND EXISTS (SELECT 1 FROM held)
           RETURNING ${table.selectList}
        ),
-       ${[...operation.movedEffects(), settledCte(params, held, 'moved', answer, UPDATED_AT_JSON)].join(',\n')},
+       ${[...operation.movedEffects(held.client), settledCte(params, held, 'moved', answer, UPDATED_AT_JSON)].join(',\n')},
        ${announcedCtes(params, operation, held.client, change, UPDATED_AT_JSON)}
        SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld", moved.*,
               settled."responseStatus", settled."responseBody", settled."expiresInMs"

@@ -33,14 +33,14 @@ export const REFUNDS: Operation<Refund> = {
   providerIdProperty: 'providerRefundId',
   resource: toRefundResource,
   finalResponse: finalRefundResponseFor,
-  movedEffects: () => [
+  movedEffects: (client) => [
     `refunded AS (
        UPDATE payments
           SET amount_refunded = amount_refunded + CASE WHEN moved.status = 'succeeded' THEN moved.amount ELSE 0 END,
               amount_reserved = amount_reserved - CASE WHEN moved.status = 'failed' THEN moved.amount ELSE 0 END,
               updated_at = CASE WHEN moved.status = 'succeeded' THEN now() ELSE payments.updated_at END
          FROM moved
-        WHERE payments.client_id = moved."clientId" AND payments.id = moved."paymentId"
+        WHERE payments.client_id = ${client} AND payments.id = moved."paymentId"
           AND moved.status IN ('succeeded', 'failed')
      )`,
   ],

@@ -26,13 +26,13 @@ const ordered = { amount: 500, currency: 'USD' };
 
 describe('outcomeOfCharge', () => {
   it('maps a succeeded charge to a succeeded payment', () => {
-    expect(outcomeOfCharge(charge({}), ordered)).toEqual({ status: 'succeeded', providerChargeId: 'ch_1' });
+    expect(outcomeOfCharge(charge({}), ordered)).toEqual({ status: 'succeeded', providerId: 'ch_1' });
   });
 
   it('maps a declined charge to a failed payment with the provider’s code', () => {
     expect(outcomeOfCharge(charge({ status: 'failed', failure_code: 'card_declined' }), ordered)).toEqual({
       status: 'failed',
-      providerChargeId: 'ch_1',
+      providerId: 'ch_1',
       failureCode: 'card_declined',
       failureMessage: 'The card was declined.',
     });
@@ -61,7 +61,8 @@ describe('finalResponseFor', () => {
     const response = finalResponseFor(payment({}));
 
     expect(response.status).toBe(201);
-    expect(JSON.parse(response.body)).toEqual({
+    const body = JSON.parse(response.body) as Record<string, unknown>;
+    expect(body).toEqual({
       id: 'pay_1',
       object: 'payment',
       amount: 500,
@@ -74,9 +75,12 @@ describe('finalResponseFor', () => {
       provider_charge_id: 'ch_1',
       failure_code: null,
       failure_message: null,
+      amount_refunded: 0,
       created_at: '2026-11-29T09:00:00.000Z',
       updated_at: '2026-11-29T09:00:01.000Z',
     });
+    // The docs' field order: what is refunded comes after the failure, before the times.
+    expect(Object.keys(body).slice(-4)).toEqual(['failure_message', 'amount_refunded', 'created_at', 'updated_at']);
   });
 
   it('answers 402 card_declined with the failed payment embedded', () => {

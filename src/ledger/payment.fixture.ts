@@ -21,6 +21,8 @@ export function aPayment(overrides: Partial<Payment> = {}): Payment {
     resolvedBy: null,
     resolutionReason: null,
     providerVersion: 0,
+    amountReserved: 0,
+    amountRefunded: 0,
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

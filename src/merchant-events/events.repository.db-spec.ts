@@ -3,7 +3,9 @@ import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fix
 import { loadConfig } from '../config/app-config';
 import { isUniqueViolation } from '../database/sql';
 import { Ledger } from '../ledger/ledger.service';
+import { PAYMENTS, REFUNDS } from '../ledger/operations';
 import { toResource } from '../ledger/payment-resource';
+import { toRefundResource } from '../ledger/refund-resource';
 import type { EventRecord } from '../ledger/events.table';
 
 describe('EventsRepository and the outbox on Postgres', () => {
@@ -14,7 +16,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
 
   beforeEach(() => {
     ({ given, clientId } = db);
-    ledger = new Ledger(db.dataSource, given.keys, given.payments, loadConfig({}));
+    ledger = new Ledger(db.dataSource, given.keys, given.rows, loadConfig({}));
   });
 
   const eventsOf = (paymentId: string): Promise<EventRecord[]> =>
@@ -28,21 +30,21 @@ describe('EventsRepository and the outbox on Postgres', () => {
   it('commits each decision with one event of its type, carrying the payment as it now is', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' });
 
     const events = await eventsOf(payment.id);
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ type: 'payment.succeeded', clientId, data: { object: toResource(recorded!.payment) } });
+    expect(events[0]).toMatchObject({ type: 'payment.succeeded', clientId, data: { object: toResource(recorded!.row) } });
     expect(events[0].id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
     // The payment's own field order, as the API shows it: kept by the json column.
-    expect(Object.keys(events[0].data.object)).toEqual(Object.keys(toResource(recorded!.payment)));
+    expect(Object.keys(events[0].data.object)).toEqual(Object.keys(toResource(recorded!.row)));
   });
 
   it('announces a review and then its end, once each', async () => {
     const { lease, payment } = await given.claimed(clientId);
     const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-    await ledger.recordOutcome(lease, payment, review);
-    const failed = { status: 'failed', providerChargeId: null, failureCode: 'card_declined', failureMessage: 'no' } as const;
+    await ledger.recordOutcome(PAYMENTS, lease, payment, review);
+    const failed = { status: 'failed', providerId: null, failureCode: 'card_declined', failureMessage: 'no' } as const;
     await given.transitioned(payment, failed);
 
     expect((await eventsOf(payment.id)).map((event) => event.type)).toEqual(['payment.requires_review', 'payment.failed']);
@@ -60,6 +62,26 @@ describe('EventsRepository and the outbox on Postgres', () => {
     expect(await eventsOf(payment.id)).toEqual([]);
   });
 
+  it('announces a refund’s decision with a refund event carrying the refund, and refuses a refund’s change without one', async () => {
+    const { payment } = await given.succeeded(clientId);
+    const { lease, refund } = await given.claimedRefund(payment, 100);
+
+    const recorded = await ledger.recordOutcome(REFUNDS, lease, refund, { status: 'succeeded', providerId: 'rf_1' });
+
+    const events: unknown[] = await db.dataSource.query(
+      `SELECT type, payment_id AS "paymentId", refund_id AS "refundId", data FROM events WHERE client_id = $1 AND type LIKE 'refund.%'`,
+      [clientId],
+    );
+    expect(events).toEqual([
+      { type: 'refund.succeeded', paymentId: null, refundId: refund.id, data: { object: toRefundResource(recorded!.row) } },
+    ]);
+    const unannounced = await given.claimedRefund(payment, 100);
+    const refused = await db.dataSource
+      .query(`UPDATE refunds SET status = 'failed' WHERE id = $1`, [unannounced.refund.id])
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ driverError: { constraint: 'refunds_status_event_check' } });
+  });
+
   it('leaves neither the change nor its event when the statement fails', async () => {
     const { lease, payment } = await given.claimed(clientId);
     // An event of this status already there (as a hand-written one would be): the statement's own is refused.
@@ -69,7 +91,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
     );
 
     const refused = await ledger
-      .recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' })
+      .recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' })
       .catch((error: unknown) => error);
 
     // One status change is announced under one event id: a second event for it is refused, and the change with it.
@@ -82,14 +104,14 @@ describe('EventsRepository and the outbox on Postgres', () => {
   it('carries the very bytes the moved row renders to, updated_at included', async () => {
     const { lease, payment } = await given.claimed(clientId);
 
-    const recorded = await ledger.recordOutcome(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' });
+    const recorded = await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'succeeded', providerId: 'ch_1' });
 
     const [{ data }]: { data: string }[] = await db.dataSource.query(`SELECT data::text FROM events WHERE payment_id = $1`, [
       payment.id,
     ]);
     const row = (await given.paymentById(payment.id))!;
     expect(data).toBe(JSON.stringify({ object: toResource(row) }));
-    expect(recorded?.payment).toEqual(row);
+    expect(recorded?.row).toEqual(row);
   });
 
   it('queues a delivery with each event of a client that has a webhook endpoint, and none otherwise', async () => {
@@ -108,7 +130,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
     await given.succeeded(other);
     const first = await given.succeeded(clientId);
     const { lease, payment } = await given.claimed(clientId);
-    await ledger.recordOutcome(lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
+    await ledger.recordOutcome(PAYMENTS, lease, payment, { status: 'requires_review', failureCode: 'x', failureMessage: 'x' });
     const third = await given.succeeded(clientId);
     const manager = db.dataSource.manager;
 
@@ -153,7 +175,7 @@ describe('EventsRepository and the outbox on Postgres', () => {
     const runner = db.dataSource.createQueryRunner();
     await runner.startTransaction();
     try {
-      await ledger.recordOutcome(early.lease, early.payment, { status: 'succeeded', providerChargeId: 'ch_early' }, runner.manager);
+      await ledger.recordOutcome(PAYMENTS, early.lease, early.payment, { status: 'succeeded', providerId: 'ch_early' }, runner.manager);
       const late = await given.succeeded(clientId);
       const [lateEvent] = await eventsOf(late.payment.id);
       await catchUp();

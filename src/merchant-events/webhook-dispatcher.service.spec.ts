@@ -21,6 +21,7 @@ const event: EventRecord = {
   clientId: 'client_1',
   type: 'payment.succeeded',
   paymentId: 'pay_1',
+  refundId: null,
   data: { object: toResource(aPayment({ status: 'succeeded' })) },
   createdAt: new Date('2026-11-29T09:00:01Z'),
   xactId: '1234',

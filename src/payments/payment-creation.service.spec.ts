@@ -7,26 +7,25 @@ import { AnswerCache } from '../idempotency/answer-cache';
 import type { KeyState } from '../ledger/idempotency.repository';
 import { ledgerMocks, recordsOutcomes } from '../ledger/ledger.fixture';
 import { Metrics } from '../metrics/metrics';
+import { PAYMENTS } from '../ledger/operations';
+import { IdempotentWrites } from '../operations/idempotent-writes';
 import { type CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import { aPayment } from '../ledger/payment.fixture';
 
 const charge = { id: 'ch_1', status: 'succeeded' as const, amount: 500, currency: 'USD', failure_code: null };
 
+/**
+ * POST /v1/payments as it runs: the payment's own part (PaymentCreationService,
+ * its claim) on the real flow every idempotent write shares (IdempotentWrites)
+ * and the real ledger, over strict mocks of the repositories and the provider.
+ */
 function setup() {
-  const { transaction, dataSource: source, keys, payments, provider, config, ledger } = ledgerMocks();
+  const { transaction, dataSource: source, keys, rows, payments, provider, config, ledger } = ledgerMocks();
   provider.unavailableForMs = jest.fn().mockReturnValue(0);
   const dataSource = { transaction };
-  const sut = new PaymentCreationService(
-    source,
-    keys,
-    payments,
-    ledger,
-    provider,
-    new Metrics(),
-    config,
-    new CrashPoint(config),
-    new AnswerCache(config),
-  );
+  const metrics = new Metrics();
+  const writes = new IdempotentWrites(source, keys, ledger, provider, config, new CrashPoint(config), new AnswerCache(config));
+  const sut = new PaymentCreationService(source, payments, writes, metrics);
   const command: CreatePaymentCommand = {
     clientId: 'client_1',
     idempotencyKeyHeader: 'key-1',
@@ -34,11 +33,11 @@ function setup() {
     body: { amount: 500, currency: 'USD', payment_method: 'pm_card_ok' },
     requestId: 'req_1',
   };
-  return { sut, keys, payments, provider, dataSource, command };
+  return { sut, keys, rows, payments, provider, dataSource, metrics, command };
 }
 
 function existingKey(overrides: Partial<KeyState> = {}): KeyState {
-  return { fingerprint: 'f'.repeat(64), paymentId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
+  return { fingerprint: 'f'.repeat(64), resourceId: 'pay_1', leaseRemainingSeconds: 0, expired: false, expiresInMs: null, ...overrides };
 }
 
 async function domainCode(work: Promise<unknown>): Promise<ErrorCode> {
@@ -54,11 +53,11 @@ describe('PaymentCreationService.create', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
   it('claims, charges under the payment’s provider key and records the outcome: one statement, then another, no transaction', async () => {
-    const { sut, keys, payments, provider, dataSource, command } = setup();
+    const { sut, keys, rows, payments, provider, dataSource, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    payments.recordOutcomeUnderLease = recordsOutcomes();
+    rows.recordOutcomeUnderLease = recordsOutcomes();
 
     const reply = await sut.create(command);
 
@@ -73,17 +72,18 @@ describe('PaymentCreationService.create', () => {
     expect(provider.createCharge.mock.calls[0][1]).toMatchObject({ clientId: 'client_1' });
     // The payment as phase 1 returned it, its outcome, and the response the key stores: the one the client gets.
     const payment = await payments.insertPendingUnderClaim.mock.results[0].value;
-    expect(payments.recordOutcomeUnderLease).toHaveBeenCalledTimes(1);
-    expect(payments.recordOutcomeUnderLease).toHaveBeenCalledWith(
+    expect(rows.recordOutcomeUnderLease).toHaveBeenCalledTimes(1);
+    expect(rows.recordOutcomeUnderLease).toHaveBeenCalledWith(
       expect.anything(),
+      PAYMENTS,
       expect.objectContaining({ key: 'key-1' }),
       payment,
       expect.objectContaining({
-        outcome: { status: 'succeeded', providerChargeId: 'ch_1' },
+        outcome: { status: 'succeeded', providerId: 'ch_1' },
         answer: expect.objectContaining({ status: 201, ttlHours: 24 }),
       }),
     );
-    const { response } = (await payments.recordOutcomeUnderLease.mock.results[0].value) as { response: unknown };
+    const { response } = (await rows.recordOutcomeUnderLease.mock.results[0].value) as { response: unknown };
     expect(response).toEqual({ status: reply.status, body: reply.body });
     expect(payments.insertPendingUnderClaim.mock.calls[0][2]).toMatchObject({ lease: { key: 'key-1' }, fingerprint: command.fingerprint });
     expect(dataSource.transaction).not.toHaveBeenCalled();
@@ -100,11 +100,11 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('replays a payment it recorded itself without reading the key again, and refuses another body under that key', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, payments, provider, metrics, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    payments.recordOutcomeUnderLease = recordsOutcomes();
+    rows.recordOutcomeUnderLease = recordsOutcomes();
     const first = await sut.create(command);
     keys.find.mockClear();
 
@@ -115,6 +115,12 @@ describe('PaymentCreationService.create', () => {
     expect(await domainCode(reused)).toBe(ErrorCode.IdempotencyKeyReused);
     expect(keys.find).not.toHaveBeenCalled();
     expect(provider.createCharge).toHaveBeenCalledTimes(1);
+    // Each answer carrying the payment is counted, the replay as such.
+    const answers = (await metrics.paymentAnswers.get()).values.map(({ labels, value }) => [labels.status, labels.replayed, value]);
+    expect(answers).toEqual([
+      ['201', 'false', 1],
+      ['201', 'true', 1],
+    ]);
   });
 
   it('keeps a final answer read from the key, for as long as the key has left', async () => {
@@ -165,11 +171,11 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, provider, command } = setup();
     const abandoned = aPayment({ id: 'pay_old', providerKey: 'pk_pay_old' });
-    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
+    keys.find = jest.fn().mockResolvedValue(existingKey({ resourceId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
-    payments.findForClient = jest.fn().mockResolvedValue(abandoned);
+    rows.findForClient = jest.fn().mockResolvedValue(abandoned);
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'unknown', reason: 'HTTP 503', attempts: 3 });
     keys.release = jest.fn().mockResolvedValue(undefined);
 
@@ -198,11 +204,11 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('answers 202 and releases the key when the answer cannot be written, so the payment goes on to reconciliation', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    payments.recordOutcomeUnderLease = jest.fn().mockRejectedValue(Object.assign(new Error('invalid byte sequence'), { code: '22021' }));
+    rows.recordOutcomeUnderLease = jest.fn().mockRejectedValue(Object.assign(new Error('invalid byte sequence'), { code: '22021' }));
     keys.release = jest.fn().mockResolvedValue(true);
 
     const reply = await sut.create(command);
@@ -213,21 +219,21 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('fails the request when even the release cannot be written: Postgres is down, not one answer', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    payments.recordOutcomeUnderLease = jest.fn().mockRejectedValue(new Error('Connection terminated'));
+    rows.recordOutcomeUnderLease = jest.fn().mockRejectedValue(new Error('Connection terminated'));
     keys.release = jest.fn().mockRejectedValue(new Error('Connection terminated'));
 
     await expect(sut.create(command)).rejects.toThrow('Connection terminated');
   });
 
   it('writes nothing when its lease was taken over, and answers with what the new holder stored', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, payments, provider, command } = setup();
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
-    payments.recordOutcomeUnderLease = jest.fn().mockResolvedValue({ kind: 'lease_lost' });
+    rows.recordOutcomeUnderLease = jest.fn().mockResolvedValue({ kind: 'lease_lost' });
     keys.find = jest
       .fn()
       .mockResolvedValueOnce(undefined)
@@ -293,7 +299,11 @@ describe('PaymentCreationService.create', () => {
     const error = await sut.create(command).catch((thrown: unknown) => thrown);
 
     expect(error).toBeInstanceOf(DomainError);
-    expect(error).toMatchObject({ code: ErrorCode.ProviderUnavailable, details: { retryAfterSeconds: 5 } });
+    expect(error).toMatchObject({
+      code: ErrorCode.ProviderUnavailable,
+      message: 'The payment provider is unavailable; nothing was attempted. Retry later with the same Idempotency-Key.',
+      details: { retryAfterSeconds: 5 },
+    });
     expect(provider.unavailableForMs).toHaveBeenCalledWith('client_1'); // the circuits that hold for this client
     // keys.claim and provider.createCharge are not stubbed: reaching either would have thrown.
     expect(dataSource.transaction).not.toHaveBeenCalled();
@@ -310,10 +320,10 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('while the circuit is open, answers an unfinished payment with 202 as it is: a charge may exist', async () => {
-    const { sut, keys, payments, provider, dataSource, command } = setup();
+    const { sut, keys, rows, provider, dataSource, command } = setup();
     provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
-    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
-    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old' }));
+    keys.find = jest.fn().mockResolvedValue(existingKey({ resourceId: 'pay_old' }));
+    rows.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old' }));
 
     const reply = await sut.create(command);
 
@@ -325,15 +335,15 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('while the circuit is open, replays a payment decided between the key read and the payment read', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, provider, command } = setup();
     provider.unavailableForMs = jest.fn().mockReturnValue(4_200);
     const stored = { status: 201, body: '{"id":"pay_old"}' };
     // The first read of the key takes no lock: the worker completes key and payment in one commit just after it.
     keys.find = jest
       .fn()
-      .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old' }))
-      .mockResolvedValueOnce(existingKey({ paymentId: 'pay_old', response: stored }));
-    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'succeeded' }));
+      .mockResolvedValueOnce(existingKey({ resourceId: 'pay_old' }))
+      .mockResolvedValueOnce(existingKey({ resourceId: 'pay_old', response: stored }));
+    rows.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'succeeded' }));
 
     const reply = await sut.create(command);
 
@@ -341,10 +351,10 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('answers a retry of a payment in review with 202 and the payment as it is, and leaves it alone', async () => {
-    const { sut, keys, payments, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(existingKey({ paymentId: 'pay_old' }));
+    const { sut, keys, rows, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(existingKey({ resourceId: 'pay_old' }));
     keys.takeOverLease = jest.fn().mockResolvedValue(true);
-    payments.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'requires_review' }));
+    rows.findForClient = jest.fn().mockResolvedValue(aPayment({ id: 'pay_old', status: 'requires_review' }));
     keys.release = jest.fn().mockResolvedValue(undefined);
 
     const reply = await sut.create(command);
@@ -357,18 +367,18 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('answers 202 without storing it when the charge sends the payment to review', async () => {
-    const { sut, keys, payments, provider, command } = setup();
+    const { sut, keys, rows, payments, provider, command } = setup();
     keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
-    payments.recordOutcomeUnderLease = recordsOutcomes();
+    rows.recordOutcomeUnderLease = recordsOutcomes();
 
     const reply = await sut.create(command);
 
     expect(reply.status).toBe(202);
     expect(reply.headers).toEqual({ 'Retry-After': '60' });
     expect(JSON.parse(reply.body)).toMatchObject({ status: 'requires_review' });
-    expect(payments.recordOutcomeUnderLease.mock.calls[0][3].answer).toBeUndefined();
+    expect(rows.recordOutcomeUnderLease.mock.calls[0][4].answer).toBeUndefined();
   });
 
   it.each([

@@ -1,10 +1,12 @@
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { Webhook } from 'standardwebhooks';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { signedWebhookRequest } from '../common/signed-webhook';
 import { loadConfig } from '../config/app-config';
 import type { Ledger } from '../ledger/ledger.service';
-import type { PaymentsRepository } from '../ledger/payments.repository';
+import { REFUNDS } from '../ledger/operations';
+import type { OperationsRepository } from '../ledger/operations.repository';
+import { aRefund } from '../ledger/refund.fixture';
 import { Metrics } from '../metrics/metrics';
 import type { ProcessedMessagesRepository } from './processed-messages.repository';
 import { ProviderEventsService } from './provider-events.service';
@@ -12,20 +14,25 @@ import { ProviderEventsService } from './provider-events.service';
 const SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 
 function setup() {
-  const transaction = jest.fn();
-  const findByProviderKey = jest.fn();
+  const manager = {} as EntityManager;
+  const tx = {} as EntityManager;
+  const transaction = jest.fn((work: (db: EntityManager) => unknown) => work(tx));
+  const findByProviderKey = jest.fn().mockResolvedValue(undefined);
+  const findForClient = jest.fn();
+  const record = jest.fn();
+  const applyProviderEvent = jest.fn();
   const metrics = new Metrics();
   const sut = new ProviderEventsService(
-    { manager: {}, transaction } as unknown as DataSource,
-    {} as ProcessedMessagesRepository,
-    { findByProviderKey } as unknown as PaymentsRepository,
-    {} as Ledger,
+    { manager, transaction } as unknown as DataSource,
+    { record } as unknown as ProcessedMessagesRepository,
+    { findByProviderKey, findForClient } as unknown as OperationsRepository,
+    { applyProviderEvent } as unknown as Ledger,
     metrics,
     loadConfig({ PROVIDER_WEBHOOK_SECRET: SECRET }),
   );
   const counted = async (result: string) =>
     (await metrics.providerEvents.get()).values.find((value) => value.labels.result === result)?.value ?? 0;
-  return { sut, transaction, findByProviderKey, counted };
+  return { sut, manager, tx, transaction, findByProviderKey, findForClient, record, applyProviderEvent, counted };
 }
 
 const refundEvent = (type: string) => ({
@@ -63,21 +70,56 @@ async function refusal(call: () => Promise<unknown>): Promise<DomainError> {
 }
 
 describe(ProviderEventsService.name, () => {
-  describe('refund events, read and not applied yet', () => {
+  describe('refund events, applied as charge events are', () => {
     it.each(['refund.pending', 'refund.succeeded', 'refund.failed'])(
-      'acknowledges a well-signed %s event as ignored, counted, and touches no table',
+      'answers a well-signed %s event for no refund of ours unknown_refund, counted, and opens no transaction',
       async (type) => {
-        const { sut, transaction, findByProviderKey, counted } = setup();
+        const { sut, manager, transaction, findByProviderKey, counted } = setup();
         const { bytes, body, headers } = signed(refundEvent(type));
 
         const result = await sut.receive(bytes, body, headers);
 
-        expect(result).toBe('ignored');
-        expect(await counted('ignored')).toBe(1);
-        expect(findByProviderKey).not.toHaveBeenCalled();
+        expect(result).toBe('unknown_refund');
+        expect(await counted('unknown_refund')).toBe(1);
+        // Looked up among refunds, by the refund's own provider key.
+        expect(findByProviderKey).toHaveBeenCalledWith(manager, REFUNDS, 'rk_1');
         expect(transaction).not.toHaveBeenCalled();
       },
     );
+
+    it('applies a refund event to its refund through the ledger, in one transaction with its processed record', async () => {
+      const { sut, tx, findByProviderKey, findForClient, record, applyProviderEvent, counted } = setup();
+      const refund = aRefund({ amount: 400, currency: 'EUR', providerKey: 'rk_1' });
+      findByProviderKey.mockResolvedValue({ clientId: refund.clientId, id: refund.id });
+      record.mockResolvedValue(true);
+      findForClient.mockResolvedValue(refund);
+      applyProviderEvent.mockResolvedValue('applied');
+      const { bytes, body, headers } = signed(refundEvent('refund.succeeded'));
+
+      const result = await sut.receive(bytes, body, headers);
+
+      expect(result).toBe('applied');
+      expect(await counted('applied')).toBe(1);
+      expect(record).toHaveBeenCalledWith(tx, refund.clientId, 'provider-events', 'evt_refund_1');
+      expect(findForClient).toHaveBeenCalledWith(tx, REFUNDS, { clientId: refund.clientId, id: refund.id });
+      expect(applyProviderEvent).toHaveBeenCalledWith(tx, REFUNDS, refund, {
+        version: 1,
+        outcome: { status: 'succeeded', providerId: 'rf_1' },
+      });
+    });
+
+    it('never takes a refund event for another amount as the outcome: the version only', async () => {
+      const { sut, tx, findByProviderKey, findForClient, record, applyProviderEvent } = setup();
+      const refund = aRefund({ amount: 300, providerKey: 'rk_1' });
+      findByProviderKey.mockResolvedValue({ clientId: refund.clientId, id: refund.id });
+      record.mockResolvedValue(true);
+      findForClient.mockResolvedValue(refund);
+      applyProviderEvent.mockResolvedValue('noted');
+      const { bytes, body, headers } = signed(refundEvent('refund.succeeded'));
+
+      expect(await sut.receive(bytes, body, headers)).toBe('noted');
+      expect(applyProviderEvent).toHaveBeenCalledWith(tx, REFUNDS, refund, { version: 1, outcome: undefined });
+    });
 
     it('refuses a well-signed refund event it cannot read, as it does a charge event', async () => {
       const { sut, transaction, findByProviderKey, counted } = setup();
@@ -88,30 +130,32 @@ describe(ProviderEventsService.name, () => {
       const error = await refusal(() => sut.receive(bytes, body, headers));
 
       expect(error.code).toBe(ErrorCode.ParameterInvalid);
-      expect(await counted('ignored')).toBe(0);
+      expect(await counted('unknown_refund')).toBe(0);
       expect(findByProviderKey).not.toHaveBeenCalled();
       expect(transaction).not.toHaveBeenCalled();
     });
 
     it('still refuses a refund event whose signature does not verify', async () => {
-      const { sut, counted } = setup();
+      const { sut, findByProviderKey, counted } = setup();
       const { bytes, body, headers } = signed(refundEvent('refund.succeeded'), `whsec_${Buffer.alloc(24, 7).toString('base64')}`);
 
       const error = await refusal(() => sut.receive(bytes, body, headers));
 
       expect(error.code).toBe(ErrorCode.WebhookSignatureInvalid);
       expect(await counted('rejected')).toBe(1);
-      expect(await counted('ignored')).toBe(0);
+      expect(await counted('unknown_refund')).toBe(0);
+      expect(findByProviderKey).not.toHaveBeenCalled();
     });
 
     it('still refuses a refund event signed under another webhook-id', async () => {
-      const { sut, counted } = setup();
+      const { sut, findByProviderKey, counted } = setup();
       const { bytes, body, headers } = signed(refundEvent('refund.succeeded'), SECRET, 'evt_other');
 
       const error = await refusal(() => sut.receive(bytes, body, headers));
 
       expect(error.code).toBe(ErrorCode.ParameterInvalid);
-      expect(await counted('ignored')).toBe(0);
+      expect(await counted('unknown_refund')).toBe(0);
+      expect(findByProviderKey).not.toHaveBeenCalled();
     });
   });
 });

@@ -12,6 +12,11 @@ import type { Lease } from '../../src/ledger/lease';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { type DeliveryClaim, WebhookDeliveriesRepository } from '../../src/merchant-events/webhook-deliveries.repository';
 import { newPendingPayment } from '../../src/payments/payment';
+import { PAYMENTS, REFUNDS } from '../../src/ledger/operations';
+import { newRefundId, providerRefundKeyFor } from '../../src/ledger/refund-id';
+import { RefundsRepository } from '../../src/ledger/refunds.repository';
+import type { Refund } from '../../src/ledger/refunds.table';
+import { OperationsRepository } from '../../src/ledger/operations.repository';
 import { PaymentsRepository } from '../../src/ledger/payments.repository';
 import type { Payment } from '../../src/ledger/payments.table';
 import { ProcessedMessagesRepository } from '../../src/provider-events/processed-messages.repository';
@@ -35,14 +40,17 @@ const SINGLE_CLIENT = [
   'PaymentsRepository.insertPendingUnderClaim',
   'IdempotencyRepository.renewLease',
   'IdempotencyRepository.takeOverLease',
-  'PaymentsRepository.recordOutcomeUnderLease',
+  'OperationsRepository.recordOutcomeUnderLease',
+  'OperationsRepository.recordOutcomeUnderLease (refund)',
+  'RefundsRepository.listForClient',
   'IdempotencyRepository.release',
-  'PaymentsRepository.postponeUnderLease',
-  'IdempotencyRepository.takeOverLeaseForPayment',
+  'OperationsRepository.postponeUnderLease',
+  'IdempotencyRepository.takeOverLeaseFor',
   'IdempotencyRepository.takeOverDueLeases',
   'IdempotencyRepository.lockHeldLeases',
+  'OperationsRepository.findForClient',
   'PaymentsRepository.findForClient',
-  'PaymentsRepository.advanceProviderVersion',
+  'OperationsRepository.advanceProviderVersion',
   'ProcessedMessagesRepository.record',
   'PaymentsRepository.listForClient',
   'EventsRepository.findForClient',
@@ -56,9 +64,9 @@ const SINGLE_CLIENT = [
 
 /** Statements that look across clients by nature: they reach every partition. */
 const FAN_OUT = [
-  'PaymentsRepository.findDueForReconciliation',
+  'OperationsRepository.findDueForReconciliation',
   'WebhookDeliveriesRepository.claimDue',
-  'PaymentsRepository.findByProviderKey',
+  'OperationsRepository.findByProviderKey',
   'PaymentsRepository.findById',
 ] as const;
 
@@ -119,6 +127,7 @@ describe('the schema, hash-partitioned by client_id', () => {
   async function runHotPaths(clientId: string): Promise<void> {
     const keys = new IdempotencyRepository();
     const payments = new PaymentsRepository();
+    const rows = new OperationsRepository();
     const events = new EventsRepository();
     const config = loadConfig({});
     const deliveries = new WebhookDeliveriesRepository();
@@ -135,40 +144,62 @@ describe('the schema, hash-partitioned by client_id', () => {
       { lease, fingerprint: 'f'.repeat(64), leaseMs },
     )) as Payment;
     await keys.renewLease(as('IdempotencyRepository.renewLease'), lease, leaseMs);
-    await keys.takeOverLease(as('IdempotencyRepository.takeOverLease'), lease, payment.id, leaseMs);
+    await keys.takeOverLease(as('IdempotencyRepository.takeOverLease'), lease, PAYMENTS, payment.id, leaseMs);
     const review = { status: 'requires_review', failureCode: 'x', failureMessage: 'x' } as const;
-    await payments.recordOutcomeUnderLease(
-      as('PaymentsRepository.recordOutcomeUnderLease'),
+    await rows.recordOutcomeUnderLease(
+      as('OperationsRepository.recordOutcomeUnderLease'),
+      PAYMENTS,
       lease,
       payment,
-      decisionOf(payment, review, config),
+      decisionOf(PAYMENTS, payment, review, config),
     );
     await keys.release(as('IdempotencyRepository.release'), lease);
 
-    await payments.findDueForReconciliation(as('PaymentsRepository.findDueForReconciliation'), 0, 10);
+    await rows.findDueForReconciliation(as('OperationsRepository.findDueForReconciliation'), PAYMENTS, 0, 10);
     const token = randomUUID();
-    const workerLease = (await keys.takeOverLeaseForPayment(
-      as('IdempotencyRepository.takeOverLeaseForPayment'),
+    const workerLease = (await keys.takeOverLeaseFor(
+      as('IdempotencyRepository.takeOverLeaseFor'),
+      PAYMENTS,
       payment,
       token,
       leaseMs,
     )) as Lease;
+    await rows.findForClient(as('OperationsRepository.findForClient'), PAYMENTS, payment);
     await payments.findForClient(as('PaymentsRepository.findForClient'), clientId, payment.id);
-    await keys.takeOverDueLeases(as('IdempotencyRepository.takeOverDueLeases'), clientId, [payment.id], randomUUID(), leaseMs);
+    await keys.takeOverDueLeases(as('IdempotencyRepository.takeOverDueLeases'), PAYMENTS, clientId, [payment.id], randomUUID(), leaseMs);
     await dataSource.transaction((tx) => keys.lockHeldLeases(as('IdempotencyRepository.lockHeldLeases', tx), [workerLease]));
 
     const later = { delayMs: 0, countAttempt: true };
-    await payments.postponeUnderLease(as('PaymentsRepository.postponeUnderLease'), workerLease, payment, later);
+    await rows.postponeUnderLease(as('OperationsRepository.postponeUnderLease'), PAYMENTS, workerLease, payment, later);
 
-    await payments.findByProviderKey(as('PaymentsRepository.findByProviderKey'), payment.providerKey);
+    await rows.findByProviderKey(as('OperationsRepository.findByProviderKey'), PAYMENTS, payment.providerKey);
     await dataSource.transaction(async (tx) => {
       await messages.record(as('ProcessedMessagesRepository.record', tx), clientId, 'provider-events', 'evt_1');
-      await payments.advanceProviderVersion(as('PaymentsRepository.advanceProviderVersion', tx), payment, 2);
-      const eventLease = (await keys.takeOverLeaseForPayment(tx, payment, randomUUID(), leaseMs)) as Lease;
-      const inReview = (await payments.findForClient(tx, clientId, payment.id)) as Payment;
-      const succeeded = { status: 'succeeded', providerChargeId: 'ch_1' } as const;
-      await payments.recordOutcomeUnderLease(tx, eventLease, inReview, decisionOf(inReview, succeeded, config));
+      await rows.advanceProviderVersion(as('OperationsRepository.advanceProviderVersion', tx), PAYMENTS, payment, 2);
+      const eventLease = (await keys.takeOverLeaseFor(tx, PAYMENTS, payment, randomUUID(), leaseMs)) as Lease;
+      const inReview = (await rows.findForClient(tx, PAYMENTS, payment)) as Payment;
+      const succeeded = { status: 'succeeded', providerId: 'ch_1' } as const;
+      await rows.recordOutcomeUnderLease(tx, PAYMENTS, eventLease, inReview, decisionOf(PAYMENTS, inReview, succeeded, config));
     });
+
+    // A refund of the payment, decided by the statement every operation shares: its payment's sums move in it.
+    const refunds = new RefundsRepository();
+    const refundLease: Lease = { clientId, key: randomUUID(), token: randomUUID() };
+    const refundId = newRefundId();
+    const refund = (await refunds.insertPendingUnderClaim(
+      dataSource.manager,
+      { id: refundId, clientId, paymentId: payment.id, amount: 100, reason: null, metadata: {}, providerKey: providerRefundKeyFor(refundId) },
+      { lease: refundLease, fingerprint: 'f'.repeat(64), leaseMs },
+    )) as Refund;
+    const refunded = { status: 'succeeded', providerId: 'rf_1' } as const;
+    await rows.recordOutcomeUnderLease(
+      as('OperationsRepository.recordOutcomeUnderLease (refund)'),
+      REFUNDS,
+      refundLease,
+      refund,
+      decisionOf(REFUNDS, refund, refunded, config),
+    );
+    await refunds.listForClient(as('RefundsRepository.listForClient'), clientId, { limit: 10, paymentId: payment.id });
 
     await payments.listForClient(as('PaymentsRepository.listForClient'), clientId, { limit: 10, startingAfter: payment.id });
     const event = await eventually(

@@ -6,9 +6,14 @@ import { loadConfig } from '../../src/config/app-config';
 import { decisionOf } from '../../src/ledger/ledger.service';
 import { EventsRepository } from '../../src/merchant-events/events.repository';
 import { newPaymentId, providerKeyFor } from '../../src/ledger/payment-id';
-import type { FinalOutcome } from '../../src/ledger/payment-outcome';
-import { type Decided, PaymentsRepository } from '../../src/ledger/payments.repository';
+import { PAYMENTS, REFUNDS } from '../../src/ledger/operations';
+import { type Decided, OperationsRepository } from '../../src/ledger/operations.repository';
+import type { FinalOutcome } from '../../src/ledger/outcome';
+import { PaymentsRepository } from '../../src/ledger/payments.repository';
 import type { Payment, PaymentRef } from '../../src/ledger/payments.table';
+import { newRefundId, providerRefundKeyFor } from '../../src/ledger/refund-id';
+import { RefundsRepository } from '../../src/ledger/refunds.repository';
+import type { Refund } from '../../src/ledger/refunds.table';
 import { useTestDatabase } from './test-database';
 import { createClient } from './test-env';
 
@@ -23,6 +28,8 @@ export const TTL_HOURS = 24;
 export class LedgerFixtures {
   readonly keys = new IdempotencyRepository();
   readonly payments = new PaymentsRepository();
+  readonly refunds = new RefundsRepository();
+  readonly rows = new OperationsRepository();
   readonly events = new EventsRepository();
 
   constructor(private readonly dataSource: DataSource) {}
@@ -69,10 +76,11 @@ export class LedgerFixtures {
    * under `lease` for the payment as read now; the ledger's own rendering of
    * the response and the event. Nothing else: the spec reads what it did.
    */
-  async decided(lease: Lease, ref: PaymentRef, outcome: FinalOutcome, env: Record<string, string> = {}): Promise<Decided> {
+  async decided(lease: Lease, ref: PaymentRef, outcome: FinalOutcome, env: Record<string, string> = {}): Promise<Decided<Payment>> {
     const payment = await this.payments.findForClient(this.dataSource.manager, ref.clientId, ref.id);
     if (!payment) throw new Error(`no payment ${ref.id}`);
-    return this.payments.recordOutcomeUnderLease(this.dataSource.manager, lease, payment, decisionOf(payment, outcome, loadConfig(env)));
+    const decision = decisionOf(PAYMENTS, payment, outcome, loadConfig(env));
+    return this.rows.recordOutcomeUnderLease(this.dataSource.manager, PAYMENTS, lease, payment, decision);
   }
 
   /**
@@ -88,10 +96,10 @@ export class LedgerFixtures {
         WHERE client_id = $1 AND payment_id = $2 AND leased_until IS NOT NULL`,
       [ref.clientId, ref.id],
     );
-    const lease = await this.keys.takeOverLeaseForPayment(manager, ref, randomUUID(), LEASE_MS);
+    const lease = await this.keys.takeOverLeaseFor(manager, PAYMENTS, ref, randomUUID(), LEASE_MS);
     if (!lease) return undefined; // its key holds the final answer: the payment is final
     const decided = await this.decided(lease, ref, outcome);
-    if (decided.kind === 'recorded') return decided.payment;
+    if (decided.kind === 'recorded') return decided.row;
     await this.keys.release(manager, lease);
     return undefined;
   }
@@ -99,11 +107,38 @@ export class LedgerFixtures {
   /** A finished request: the payment succeeded and its key stores the 201, by the ledger's statement. */
   async succeeded(clientId: string, key: string = randomUUID()): Promise<{ lease: Lease; payment: Payment }> {
     const { lease, payment } = await this.claimed(clientId, key);
-    const decided = await this.decided(lease, payment, { status: 'succeeded', providerChargeId: 'ch_1' }, {
+    const decided = await this.decided(lease, payment, { status: 'succeeded', providerId: 'ch_1' }, {
       IDEMPOTENCY_KEY_TTL_HOURS: String(TTL_HOURS),
     });
     if (decided.kind !== 'recorded') throw new Error(`payment ${payment.id} not decided: ${decided.kind}`);
     return { lease, payment };
+  }
+
+  /**
+   * Phase 1 of a refund of a succeeded payment: a claimed key and its
+   * pending refund, `amount` of it reserved on the payment (undefined: all
+   * that is left), in the refund's own claim.
+   */
+  async claimedRefund(
+    payment: PaymentRef,
+    amount?: number,
+    key: string = randomUUID(),
+  ): Promise<{ lease: Lease; refund: Refund }> {
+    const lease: Lease = { clientId: payment.clientId, key, token: randomUUID() };
+    const id = newRefundId();
+    const refund = await this.refunds.insertPendingUnderClaim(
+      this.dataSource.manager,
+      { id, clientId: payment.clientId, paymentId: payment.id, amount, reason: null, metadata: {}, providerKey: providerRefundKeyFor(id) },
+      { lease, fingerprint: FINGERPRINT, leaseMs: LEASE_MS },
+    );
+    if (!refund) throw new Error(`key ${key} was not claimable`);
+    return { lease, refund };
+  }
+
+  /** The statement that decides a refund, as `decided` does for a payment. */
+  async decidedRefund(lease: Lease, refund: Refund, outcome: FinalOutcome): Promise<Decided<Refund>> {
+    const decision = decisionOf(REFUNDS, refund, outcome, loadConfig({}));
+    return this.rows.recordOutcomeUnderLease(this.dataSource.manager, REFUNDS, lease, refund, decision);
   }
 
   /** Moves the key's lease into the past, as time would. */
@@ -132,6 +167,10 @@ export class LedgerFixtures {
 
   async paymentById(id: string): Promise<Payment | undefined> {
     return this.payments.findById(this.dataSource.manager, id);
+  }
+
+  async refundById(id: string): Promise<Refund | undefined> {
+    return this.refunds.findById(this.dataSource.manager, id);
   }
 }
 
