@@ -39,7 +39,7 @@ export class ErrorEnvelope {
 }
 
 /** The answer each status of a route gives: a schema (a class), or an error envelope. */
-type Answer = { status: number; description: string; type?: Type<unknown>; headers?: Record<string, { description: string; schema: { type: 'string' | 'integer' } }> };
+export type Answer = { status: number; description: string; type?: Type<unknown>; headers?: Record<string, { description: string; schema: { type: 'string' | 'integer' } }> };
 
 export const RETRY_AFTER = { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } } } as const;
 

@@ -1,3 +1,6 @@
+import { DomainError, type ErrorCode } from '../common/domain-error';
+import { errorReply } from '../common/error-envelope';
+import type { StoredResponse } from './lease';
 import type { Operation, OperationRow } from './operation';
 
 /** An operator's resolution of a review: who, and why. */
@@ -45,4 +48,30 @@ export function decidedAs<R extends OperationRow>(operation: Operation<R>, row: 
     resolvedBy: resolution?.by ?? null,
     resolutionReason: resolution?.reason ?? null,
   };
+}
+
+/**
+ * The response a final row answers with, stored on its idempotency key and
+ * replayed byte for byte: 201 with the resource when it succeeded; when it
+ * failed, the error `failed.code` (402) with the resource embedded under
+ * `failed.embedAs`. An undecided row has none.
+ */
+export function finalAnswer(
+  row: OperationRow,
+  resource: object,
+  failed: { code: ErrorCode; message: string; embedAs: string },
+): StoredResponse {
+  switch (row.status) {
+    case 'succeeded':
+      return { status: 201, body: JSON.stringify(resource) };
+    case 'failed': {
+      const { status, body } = errorReply(new DomainError(failed.code, row.failureMessage ?? failed.message), {
+        [failed.embedAs]: resource,
+      });
+      return { status, body };
+    }
+    case 'requires_review':
+    case 'pending':
+      throw new Error(`${row.id} is ${row.status}: it has no final response`);
+  }
 }

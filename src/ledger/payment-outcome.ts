@@ -1,8 +1,7 @@
 import type { ProviderCharge } from '../provider/provider.client';
 import type { StoredResponse } from './lease';
-import { DomainError, ErrorCode } from '../common/domain-error';
-import { errorReply } from '../common/error-envelope';
-import type { FinalOutcome } from './outcome';
+import { ErrorCode } from '../common/domain-error';
+import { type FinalOutcome, finalAnswer } from './outcome';
 import { toResource } from './payment-resource';
 import type { Payment } from './payments.table';
 
@@ -45,22 +44,13 @@ export function outcomeOfCharge(
 }
 
 /**
- * The response a final payment answers with, stored on its idempotency key and
- * replayed byte for byte: 201 for a charge, 402 with the failed payment
- * embedded for a decline. An undecided payment has none.
+ * The response a final payment answers with: 201, or 402 `card_declined`
+ * with the failed payment embedded (see finalAnswer).
  */
 export function finalResponseFor(payment: Payment, updatedAt?: string): StoredResponse {
-  const resource = toResource(payment, updatedAt);
-  switch (payment.status) {
-    case 'succeeded':
-      return { status: 201, body: JSON.stringify(resource) };
-    case 'failed': {
-      const declined = new DomainError(ErrorCode.CardDeclined, payment.failureMessage ?? 'The card was declined.');
-      const { status, body } = errorReply(declined, { payment: resource });
-      return { status, body };
-    }
-    case 'requires_review':
-    case 'pending':
-      throw new Error(`payment ${payment.id} is ${payment.status}: it has no final response`);
-  }
+  return finalAnswer(payment, toResource(payment, updatedAt), {
+    code: ErrorCode.CardDeclined,
+    message: 'The card was declined.',
+    embedAs: 'payment',
+  });
 }

@@ -1,8 +1,7 @@
 import type { ProviderRefund } from '../provider/provider-refund';
-import { DomainError, ErrorCode } from '../common/domain-error';
-import { errorReply } from '../common/error-envelope';
+import { ErrorCode } from '../common/domain-error';
 import type { StoredResponse } from './lease';
-import type { FinalOutcome } from './outcome';
+import { type FinalOutcome, finalAnswer } from './outcome';
 import { toRefundResource } from './refund-resource';
 import type { Refund } from './refunds.table';
 
@@ -40,22 +39,13 @@ export function outcomeOfRefund(
 }
 
 /**
- * The response a final refund answers with, stored on its key and replayed
- * byte for byte: 201 with the refund, or 402 `refund_failed` with the failed
- * refund embedded.
+ * The response a final refund answers with: 201, or 402 `refund_failed`
+ * with the failed refund embedded (see finalAnswer).
  */
 export function finalRefundResponseFor(refund: Refund, updatedAt?: string): StoredResponse {
-  const resource = toRefundResource(refund, updatedAt);
-  switch (refund.status) {
-    case 'succeeded':
-      return { status: 201, body: JSON.stringify(resource) };
-    case 'failed': {
-      const refused = new DomainError(ErrorCode.RefundFailed, refund.failureMessage ?? 'The provider refused the refund.');
-      const { status, body } = errorReply(refused, { refund: resource });
-      return { status, body };
-    }
-    case 'requires_review':
-    case 'pending':
-      throw new Error(`refund ${refund.id} is ${refund.status}: it has no final response`);
-  }
+  return finalAnswer(refund, toRefundResource(refund, updatedAt), {
+    code: ErrorCode.RefundFailed,
+    message: 'The provider refused the refund.',
+    embedAs: 'refund',
+  });
 }

@@ -4,7 +4,6 @@ import type { CreatePaymentDto } from './payments.dto';
 import type { NewPayment } from '../ledger/payments.repository';
 import { newPaymentId, providerKeyFor } from '../ledger/payment-id';
 import { PaymentResource } from '../ledger/payment-resource';
-import type { Payment } from '../ledger/payments.table';
 
 class DeclineBody extends ErrorBody {
   @ApiProperty({ type: PaymentResource, description: 'The failed payment.' })

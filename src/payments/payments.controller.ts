@@ -1,21 +1,17 @@
-import { Body, Controller, Get, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Get, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
 import type { ApiClient } from '../clients/clients.table';
 import { AUTHENTICATED_ANSWERS, API_KEY_SCHEME, ApiAnswers, DATABASE_UNAVAILABLE, RETRY_AFTER } from '../common/openapi';
-import { requestIdFor } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
 import { DeclineEnvelope, PaymentList } from './payment';
 import { PaymentResource } from '../ledger/payment-resource';
 import { CreatePaymentDto, ListPaymentsQueryDto } from './payments.dto';
 import { PaymentCreationService } from './payment-creation.service';
 import { PaymentLookupService } from './payment-lookup.service';
-
-const REPLAYED = {
-  'Idempotent-Replayed': { description: '`true` when this is the stored answer of an earlier request.', schema: { type: 'string' } },
-} as const;
+import { IdempotentPost, REPLAYED, sendReply, writeCommandOf } from '../operations/idempotent-post';
 
 @Controller('v1/payments')
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
@@ -28,24 +24,14 @@ export class PaymentsController {
     private readonly lookup: PaymentLookupService,
   ) {}
 
-  /**
-   * The body is sent as the exact stored bytes, so a replay is byte-equal to
-   * the first answer. Guard and body validation run before the key is read.
-   */
-  @Post()
-  @ApiOperation({
-    summary: 'Create a payment, or get the answer of the request that already used this key',
-    description:
-      'The first request with a key charges at most once. A retry with the same key and body gets the same answer ' +
-      'byte for byte (Idempotent-Replayed: true) once it is final; while it is not, the payment as it is (202).',
-  })
-  @ApiHeader({
-    name: 'Idempotency-Key',
-    required: true,
-    description: '1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client.',
-    schema: { type: 'string', minLength: 1, maxLength: 257, example: '8e03978e-40d5-43e8-bc93-6894a57f9324' },
-  })
-  @ApiAnswers(
+  /** Guard and body validation run before the key is read. */
+  @IdempotentPost(
+    {
+      summary: 'Create a payment, or get the answer of the request that already used this key',
+      description:
+        'The first request with a key charges at most once. A retry with the same key and body gets the same answer ' +
+        'byte for byte (Idempotent-Replayed: true) once it is final; while it is not, the payment as it is (202).',
+    },
     { status: 201, description: 'Charged.', type: PaymentResource, headers: REPLAYED },
     {
       status: 202,
@@ -60,14 +46,6 @@ export class PaymentsController {
       description: 'The same key is still being processed (`idempotency_key_in_use`), or the order already has a payment that did not fail (`order_already_paid`).',
       headers: RETRY_AFTER,
     },
-    { status: 413, description: 'Body over 64 KB (`body_too_large`).' },
-    { status: 415, description: 'Not a JSON body in UTF-8 (`unsupported_media_type`).' },
-    { status: 422, description: 'The key was used with another body (`idempotency_key_reused`).' },
-    {
-      status: 503,
-      description: 'The provider is unavailable and no charge was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key.',
-      headers: RETRY_AFTER,
-    },
   )
   async create(
     @CurrentClient() client: ApiClient,
@@ -76,16 +54,7 @@ export class PaymentsController {
     @Req() request: Request,
     @Res() response: Response,
   ): Promise<void> {
-    const reply = await this.creation.create({
-      clientId: client.id,
-      // Every copy of the header: Node joins repeated ones with ", ", which
-      // would read as one key.
-      idempotencyKeyHeader: request.headersDistinct['idempotency-key'],
-      fingerprint,
-      body,
-      requestId: requestIdFor(request),
-    });
-    response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
+    sendReply(response, await this.creation.create({ ...writeCommandOf(client.id, fingerprint, request), body }));
   }
 
   @Get(':id')

@@ -1,20 +1,8 @@
-import {
-  IsDefined,
-  IsIn,
-  IsInt,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  Min,
-  ValidateBy,
-  type ValidationOptions,
-} from 'class-validator';
+import { IsDefined, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Transform } from 'class-transformer';
 import { CodePointLength } from '../common/code-point-length';
 import { PageQueryDto } from '../common/page-query.dto';
-import { codePointLength } from '../common/unicode';
+import { MetadataField } from '../common/metadata-field';
 import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
 
 /** Currencies the provider settles; amounts are in their minor units. */
@@ -31,37 +19,6 @@ const SUPPORTED_CURRENCIES = [
 export const PAYMENT_METHOD_MAX_LENGTH = 255;
 export const ORDER_ID_MAX_LENGTH = 64;
 export const DESCRIPTION_MAX_LENGTH = 500;
-export const METADATA_MAX_KEYS = 20;
-export const METADATA_MAX_KEY_LENGTH = 40;
-export const METADATA_MAX_VALUE_LENGTH = 500;
-
-export function IsMetadata(options?: ValidationOptions): PropertyDecorator {
-  return ValidateBy(
-    {
-      name: 'isMetadata',
-      validator: {
-        validate: (value: unknown) => {
-          if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-          const entries = Object.entries(value);
-          return (
-            entries.length <= METADATA_MAX_KEYS &&
-            entries.every(
-              ([key, item]) =>
-                key.length >= 1 &&
-                codePointLength(key) <= METADATA_MAX_KEY_LENGTH &&
-                typeof item === 'string' &&
-                codePointLength(item) <= METADATA_MAX_VALUE_LENGTH,
-            )
-          );
-        },
-        defaultMessage: () =>
-          `metadata must be an object of at most ${METADATA_MAX_KEYS} string values, ` +
-          `keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters, values of at most ${METADATA_MAX_VALUE_LENGTH}`,
-      },
-    },
-    options,
-  );
-}
 
 /**
  * Body of POST /v1/payments. Types are strict: "500" is not an amount. A
@@ -111,18 +68,7 @@ export class CreatePaymentDto {
   @CodePointLength(0, DESCRIPTION_MAX_LENGTH, { message: `description must be at most ${DESCRIPTION_MAX_LENGTH} characters` })
   description?: string;
 
-  @ApiPropertyOptional({
-    type: 'object',
-    additionalProperties: { type: 'string', maxLength: METADATA_MAX_VALUE_LENGTH },
-    maxProperties: METADATA_MAX_KEYS,
-    description: `Up to ${METADATA_MAX_KEYS} string values, keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters.`,
-  })
-  @IsOptional()
-  // The object as sent: class-transformer would copy it key by key and drop
-  // those named like Object.prototype's members (toString, valueOf), so a
-  // payment would be made without them and nothing said.
-  @Transform(({ obj }: { obj: { metadata?: unknown } }) => obj.metadata, { toClassOnly: true })
-  @IsMetadata()
+  @MetadataField()
   metadata?: Record<string, string>;
 }
 

@@ -1,20 +1,16 @@
-import { Body, Controller, Get, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Get, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { ApiKeyGuard, CurrentClient } from '../clients/api-key.guard';
 import { ClientThrottlerGuard } from '../clients/client-throttler.guard';
 import type { ApiClient } from '../clients/clients.table';
 import { AUTHENTICATED_ANSWERS, API_KEY_SCHEME, ApiAnswers, DATABASE_UNAVAILABLE, RETRY_AFTER } from '../common/openapi';
-import { requestIdFor } from '../common/request-id';
 import { RequestFingerprint } from '../idempotency/request-fingerprint.decorator';
 import { RefundResource } from '../ledger/refund-resource';
 import { RefundFailedEnvelope, RefundList } from './refund';
 import { CreateRefundDto, ListRefundsQueryDto } from './refunds.dto';
 import { RefundsService } from './refunds.service';
-
-const REPLAYED = {
-  'Idempotent-Replayed': { description: '`true` when this is the stored answer of an earlier request.', schema: { type: 'string' } },
-} as const;
+import { IdempotentPost, REPLAYED, sendReply, writeCommandOf } from '../operations/idempotent-post';
 
 @Controller('v1/refunds')
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
@@ -24,21 +20,14 @@ const REPLAYED = {
 export class RefundsController {
   constructor(private readonly refunds: RefundsService) {}
 
-  /** As POST /v1/payments: the stored bytes are sent as they are, so a replay is byte-equal. */
-  @Post()
-  @ApiOperation({
-    summary: 'Refund a succeeded payment, or get the answer of the request that already used this key',
-    description:
-      'The first request with a key refunds at most once. Keys are one space per client across every POST route: ' +
-      "a payment's key sent here is 422 `idempotency_key_reused`.",
-  })
-  @ApiHeader({
-    name: 'Idempotency-Key',
-    required: true,
-    description: '1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client across routes.',
-    schema: { type: 'string', minLength: 1, maxLength: 257, example: '1f6d6a3e-5f55-4a0e-9d5e-2b8c8f3f0e11' },
-  })
-  @ApiAnswers(
+  /** As POST /v1/payments: guard and body validation run before the key is read. */
+  @IdempotentPost(
+    {
+      summary: 'Refund a succeeded payment, or get the answer of the request that already used this key',
+      description:
+        'The first request with a key refunds at most once, and never more than is left of the payment. ' +
+        "Keys are one space per client across every POST route: a payment's key sent here is 422 `idempotency_key_reused`.",
+    },
     { status: 201, description: 'Refunded.', type: RefundResource, headers: REPLAYED },
     {
       status: 202,
@@ -57,14 +46,6 @@ export class RefundsController {
       description: 'The same key is still being processed (`idempotency_key_in_use`), or the payment has not succeeded (`payment_not_refundable`).',
       headers: RETRY_AFTER,
     },
-    { status: 413, description: 'Body over 64 KB (`body_too_large`).' },
-    { status: 415, description: 'Not a JSON body in UTF-8 (`unsupported_media_type`).' },
-    { status: 422, description: 'The key was used with another body or on another route (`idempotency_key_reused`).' },
-    {
-      status: 503,
-      description: 'The provider is unavailable and nothing was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key.',
-      headers: RETRY_AFTER,
-    },
   )
   async create(
     @CurrentClient() client: ApiClient,
@@ -73,14 +54,7 @@ export class RefundsController {
     @Req() request: Request,
     @Res() response: Response,
   ): Promise<void> {
-    const reply = await this.refunds.create({
-      clientId: client.id,
-      idempotencyKeyHeader: request.headersDistinct['idempotency-key'],
-      fingerprint,
-      body,
-      requestId: requestIdFor(request),
-    });
-    response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
+    sendReply(response, await this.refunds.create({ ...writeCommandOf(client.id, fingerprint, request), body }));
   }
 
   @Get(':id')

@@ -1,12 +1,11 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Transform } from 'class-transformer';
 import { IsDefined, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
 import { CodePointLength } from '../common/code-point-length';
 import { PageQueryDto } from '../common/page-query.dto';
 import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
 import { REFUND_ID_PATTERN } from '../ledger/refund-id';
 import { REFUND_REASONS, type RefundReason } from '../ledger/refunds.table';
-import { IsMetadata, METADATA_MAX_KEYS, METADATA_MAX_KEY_LENGTH, METADATA_MAX_VALUE_LENGTH } from '../payments/payments.dto';
+import { MetadataField } from '../common/metadata-field';
 
 /**
  * Body of POST /v1/refunds, as strict as a payment's. Whether the payment
@@ -40,16 +39,7 @@ export class CreateRefundDto {
   @IsIn(REFUND_REASONS, { message: `reason must be one of ${REFUND_REASONS.join(', ')}` })
   reason?: RefundReason;
 
-  @ApiPropertyOptional({
-    type: 'object',
-    additionalProperties: { type: 'string', maxLength: METADATA_MAX_VALUE_LENGTH },
-    maxProperties: METADATA_MAX_KEYS,
-    description: `Up to ${METADATA_MAX_KEYS} string values, keys of 1 to ${METADATA_MAX_KEY_LENGTH} characters.`,
-  })
-  @IsOptional()
-  // As sent (see CreatePaymentDto.metadata).
-  @Transform(({ obj }: { obj: { metadata?: unknown } }) => obj.metadata, { toClassOnly: true })
-  @IsMetadata()
+  @MetadataField()
   metadata?: Record<string, string>;
 }
 
