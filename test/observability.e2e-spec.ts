@@ -61,7 +61,7 @@ describe('the safety-net metrics', () => {
     return worker;
   }
 
-  it('show payments pending, then in review, and deliveries pending, the same on every worker', async () => {
+  it('show payments and refunds pending, then in review, and deliveries pending, the same on every worker', async () => {
     // A worker with a long ladder: pending payments are postponed again and again, never sent to review.
     const patient = await startWorker({ RECONCILE_MAX_ATTEMPTS: '1000' });
     const hooked = await createClient(stack.db, 'observability-hooks', { webhookUrl: DEAD_ENDPOINT });
@@ -69,6 +69,9 @@ describe('the safety-net metrics', () => {
     for (const body of [PENDING, PENDING, UNAVAILABLE]) {
       expect((await stack.client.post(randomUUID(), body)).status).toBe(202);
     }
+    // A refund the provider holds as pending (it settles in ten minutes).
+    const refunded = await stack.client.post(randomUUID(), { ...OK, payment_method: 'pm_card_refund_pending' });
+    expect((await stack.client.refund(randomUUID(), { payment: refunded.body.id, amount: 100 })).status).toBe(202);
 
     const pendingSeen = await eventually(
       async () => {
@@ -76,14 +79,17 @@ describe('the safety-net metrics', () => {
         const seen = {
           pending: sample(text, 'payments_pending'),
           review: sample(text, 'payments_requires_review'),
+          refundsPending: sample(text, 'refunds_pending'),
+          refundsReview: sample(text, 'refunds_requires_review'),
           deliveries: sample(text, 'webhook_deliveries_pending'),
           postponed: sample(text, 'reconcile_outcomes_total', { outcome: 'postponed' }),
         };
-        return seen.pending === 3 && seen.review === 0 && seen.deliveries === 1 && seen.postponed! > 0
+        return seen.pending === 3 && seen.review === 0 && seen.refundsPending === 1 && seen.refundsReview === 0 &&
+          seen.deliveries === 1 && seen.postponed! > 0
           ? text
           : undefined;
       },
-      { timeoutMs: 30_000, what: 'the patient worker to report 3 pending payments, 1 pending delivery, postponements' },
+      { timeoutMs: 30_000, what: 'the patient worker to report 3 pending payments, 1 pending refund, 1 pending delivery, postponements' },
     );
     expect(sample(pendingSeen, 'payments_oldest_pending_age_seconds')).toBeGreaterThan(0);
     expect(sample(pendingSeen, 'webhook_oldest_pending_age_seconds')).toBeGreaterThan(0);
@@ -102,14 +108,16 @@ describe('the safety-net metrics', () => {
           const settledOnReview =
             sample(text, 'payments_pending') === 0 &&
             sample(text, 'payments_requires_review') === 3 &&
+            sample(text, 'refunds_pending') === 0 &&
+            sample(text, 'refunds_requires_review') === 1 &&
             sample(text, 'payments_oldest_pending_age_seconds') === 0 &&
             sample(text, 'webhook_deliveries_pending') === 1;
           return settledOnReview ? true : undefined;
         },
-        { timeoutMs: 30_000, what: 'every worker to report the 3 payments in review and none pending' },
+        { timeoutMs: 30_000, what: 'every worker to report the 3 payments and the refund in review and none pending' },
       );
     }
-    expect(sample(await workerMetrics(hasty), 'reconcile_outcomes_total', { outcome: 'requires_review' })).toBe(3);
+    expect(sample(await workerMetrics(hasty), 'reconcile_outcomes_total', { outcome: 'requires_review' })).toBe(4);
     expect(sample(await workerMetrics(patient), 'reconcile_outcomes_total', { outcome: 'requires_review' })).toBe(0);
 
     // The gauges' timer holds no worker up: SIGTERM stops each cleanly, well within its grace.

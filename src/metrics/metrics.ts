@@ -141,6 +141,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly refundsPending = new Gauge({
+    name: 'refunds_pending',
+    help: 'Refunds pending (outcome not known yet), database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
+  readonly refundsRequiresReview = new Gauge({
+    name: 'refunds_requires_review',
+    help: 'Refunds in requires_review, database-wide; every worker reports the same value.',
+    registers: [this.registry],
+  });
+
   readonly webhookDeliveriesPending = new Gauge({
     name: 'webhook_deliveries_pending',
     help: 'Merchant webhook deliveries not yet delivered nor failed, database-wide; every worker reports the same value.',

@@ -2,17 +2,19 @@ import { Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import type { DataSource } from 'typeorm';
 import { Metrics } from '../metrics/metrics';
-import { DELIVERIES_SQL, PAYMENTS_SQL, SafetyNetGauges } from './safety-net-gauges';
+import { DELIVERIES_SQL, PAYMENTS_SQL, REFUNDS_SQL, SafetyNetGauges } from './safety-net-gauges';
 
 const INTERVAL_MS = 15_000;
 
 function setup() {
   const rows = {
     payments: { pending: 3, requires_review: 2, oldest_pending_age_seconds: 42.5 },
+    refunds: { pending: 4, requires_review: 1 },
     deliveries: { pending: 7, oldest_pending_age_seconds: 9 },
   };
   const query = jest.fn(async (sql: string): Promise<unknown[]> => {
     if (sql === PAYMENTS_SQL) return [rows.payments];
+    if (sql === REFUNDS_SQL) return [rows.refunds];
     if (sql === DELIVERIES_SQL) return [rows.deliveries];
     throw new Error(`unexpected statement ${sql}`);
   });
@@ -38,7 +40,7 @@ describe('SafetyNetGauges', () => {
     jest.restoreAllMocks();
   });
 
-  it('sets every gauge from the two statements and the queues’ job counts', async () => {
+  it('sets every gauge from the three statements and the queues’ job counts', async () => {
     const { sut, value } = setup();
 
     await sut.tick();
@@ -46,6 +48,8 @@ describe('SafetyNetGauges', () => {
     expect(await value('payments_pending')).toBe(3);
     expect(await value('payments_requires_review')).toBe(2);
     expect(await value('payments_oldest_pending_age_seconds')).toBe(42.5);
+    expect(await value('refunds_pending')).toBe(4);
+    expect(await value('refunds_requires_review')).toBe(1);
     expect(await value('webhook_deliveries_pending')).toBe(7);
     expect(await value('webhook_oldest_pending_age_seconds')).toBe(9);
     expect(await value('queue_jobs', { queue: 'reconciliation', state: 'waiting' })).toBe(4);
@@ -68,12 +72,12 @@ describe('SafetyNetGauges', () => {
     const { sut, query, rows, value } = setup();
     sut.onApplicationBootstrap();
     await jest.advanceTimersByTimeAsync(0);
-    expect(query).toHaveBeenCalledTimes(2);
+    expect(query).toHaveBeenCalledTimes(3);
 
     rows.payments = { pending: 0, requires_review: 1, oldest_pending_age_seconds: 0 };
     await jest.advanceTimersByTimeAsync(INTERVAL_MS);
 
-    expect(query).toHaveBeenCalledTimes(4);
+    expect(query).toHaveBeenCalledTimes(6);
     expect(await value('payments_pending')).toBe(0);
     expect(await value('payments_requires_review')).toBe(1);
     await sut.onModuleDestroy();
@@ -89,7 +93,7 @@ describe('SafetyNetGauges', () => {
     release();
     await Promise.all([first, second]);
 
-    expect(query).toHaveBeenCalledTimes(2);
+    expect(query).toHaveBeenCalledTimes(3);
   });
 
   it('keeps the last values and logs when a refresh fails, and recovers at the next', async () => {

@@ -21,6 +21,13 @@ export const PAYMENTS_SQL = `
     FROM payments
    WHERE status IN ('pending', 'requires_review')`;
 
+/** Refunds not settled yet, over the rows of the partial index refunds_due_idx, as for payments. */
+export const REFUNDS_SQL = `
+  SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
+         count(*) FILTER (WHERE status = 'requires_review')::int AS requires_review
+    FROM refunds
+   WHERE status IN ('pending', 'requires_review')`;
+
 /** Deliveries still to send, over the rows of the partial index webhook_deliveries_due_idx (status = 'pending'). */
 export const DELIVERIES_SQL = `
   SELECT count(*)::int AS pending,
@@ -34,15 +41,17 @@ interface PaymentsRow {
   oldest_pending_age_seconds: number;
 }
 
+type RefundsRow = Omit<PaymentsRow, 'oldest_pending_age_seconds'>;
+
 interface DeliveriesRow {
   pending: number;
   oldest_pending_age_seconds: number;
 }
 
 /**
- * The worker's view of the safety net: payments pending and in review,
- * deliveries pending, and the jobs in its queues, refreshed every
- * METRICS_GAUGE_INTERVAL_MS from Postgres and Redis (two statements, one
+ * The worker's view of the safety net: payments and refunds pending and in
+ * review, deliveries pending, and the jobs in its queues, refreshed every
+ * METRICS_GAUGE_INTERVAL_MS from Postgres and Redis (three statements, one
  * Redis round trip per queue) rather than at each scrape, so scrapes and the
  * number of Prometheus servers cost the database nothing.
  *
@@ -50,7 +59,7 @@ interface DeliveriesRow {
  * the same ones on its own timer, so with N workers the same figure is
  * reported N times (a refresh apart). Aggregate with max (or any one worker),
  * never sum. No election: any one worker that is up is enough for the gauges
- * to be there, and N workers cost N times two cheap statements an interval.
+ * to be there, and N workers cost N times three cheap statements an interval.
  *
  * A refresh that fails (Postgres or Redis away) is logged and leaves the last
  * values; the next one tries again. One refresh at a time, and none after
@@ -94,6 +103,7 @@ export class SafetyNetGauges implements OnApplicationBootstrap, OnModuleDestroy 
     const db = this.dataSource.manager;
     // Aggregates without GROUP BY: one row each, always.
     const payments = (await queryRow<PaymentsRow>(db, PAYMENTS_SQL))!;
+    const refunds = (await queryRow<RefundsRow>(db, REFUNDS_SQL))!;
     const deliveries = (await queryRow<DeliveriesRow>(db, DELIVERIES_SQL))!;
     const counts = await Promise.all(this.queues.map((queue) => queue.getJobCounts(...QUEUE_STATES)));
     // Set together once everything is read, so one scrape never mixes two refreshes.
@@ -101,6 +111,8 @@ export class SafetyNetGauges implements OnApplicationBootstrap, OnModuleDestroy 
     metrics.paymentsPending.set(payments.pending);
     metrics.paymentsRequiresReview.set(payments.requires_review);
     metrics.paymentsOldestPendingAge.set(payments.oldest_pending_age_seconds);
+    metrics.refundsPending.set(refunds.pending);
+    metrics.refundsRequiresReview.set(refunds.requires_review);
     metrics.webhookDeliveriesPending.set(deliveries.pending);
     metrics.webhookOldestPendingAge.set(deliveries.oldest_pending_age_seconds);
     for (const [index, queue] of this.queues.entries()) {
