@@ -26,12 +26,14 @@ type Api = Client<paths>;
 type Payment = components['schemas']['PaymentResource'];
 type PaymentBody = components['schemas']['CreatePaymentDto'];
 type EventType = components['schemas']['EventResource']['type'];
+type Refund = components['schemas']['RefundResource'];
 
 const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk_…] [--webhooks] [--wait S]
 
 A narrated walk through the service's scenarios against a RUNNING stack: a
 first payment, a lost provider reply, a reused key, 20 concurrent retries, a
-decline, a pending charge settled by the provider's event, a crash mid-payment
+decline, a refund (and one too many), a pending charge settled by the
+provider's event, a crash mid-payment
 finished by the worker, the merchant's events, then the ledger audit. Exit 0
 when every step behaved as narrated, 1 when one did not, 2 when it could not run.
   --api URL       the API (default http://localhost:3000)
@@ -142,6 +144,8 @@ class Demo {
   private readonly finals = new Map<string, EventType>();
   /** The first step's key, which the third reuses with another body. */
   private readonly firstKey = newKey();
+  /** The first step's payment, which the refund step refunds. */
+  private firstPayment?: Payment;
   private api!: Api;
   private raw!: (response: Response) => Promise<string>;
 
@@ -158,6 +162,7 @@ class Demo {
     await this.keyReused();
     await this.concurrentRetries();
     await this.decline();
+    await this.refund();
     await this.pendingSettledByEvent();
     await this.crashFinishedByWorker(apiKey);
     await this.merchantEvents(receiver);
@@ -175,6 +180,7 @@ class Demo {
     const payment = first.payment;
     this.say.check(first.status === 201 && payment?.status === 'succeeded', '201 with a succeeded payment', describe(first));
     if (!payment) return;
+    this.firstPayment = payment;
     this.finals.set(payment.id, 'payment.succeeded');
     await this.oneChargeFor(payment.id);
 
@@ -269,6 +275,46 @@ class Demo {
     if (first.payment) this.finals.set(first.payment.id, 'payment.failed');
     const replay = await this.pay(key, body);
     this.say.check(replay.status === 402 && replay.replayed && replay.text === first.text, 'the same 402, byte for byte, replayed', describe(replay));
+  }
+
+  private async refund(): Promise<void> {
+    this.say.step(
+      'A refund, and one too many',
+      'POST /v1/refunds runs on the same machinery as a payment: its own key, one provider refund under rk_<refund id>, ' +
+        'the answer stored and replayed. Its amount is reserved under the payment\'s lock, so refunds never add up to more than the payment.',
+    );
+    const payment = this.firstPayment;
+    if (!payment) return;
+    const key = newKey();
+    const body = { payment: payment.id, amount: 400, reason: 'requested_by_customer' as const };
+    const first = await this.refundWith(key, body);
+    this.say.check(first.status === 201 && first.refund?.status === 'succeeded', '201 with a succeeded refund of 400', first.text);
+    if (first.refund) this.finals.set(first.refund.id, 'refund.succeeded');
+    const replay = await this.refundWith(key, body);
+    this.say.check(replay.status === 201 && replay.replayed && replay.text === first.text, 'the stored answer, byte for byte', replay.text);
+    const read = await this.readPayment(payment.id);
+    this.say.check(read?.amount_refunded === 400, 'the payment now shows amount_refunded 400', JSON.stringify(read));
+
+    this.say.line(`Another key asks for ${payment.amount} more, past what is left (${payment.amount - 400}):`);
+    const tooMuch = await this.refundWith(newKey(), { payment: payment.id, amount: payment.amount });
+    this.say.check(tooMuch.status === 400 && tooMuch.code === 'amount_too_large', '400 amount_too_large; nothing written', tooMuch.text);
+  }
+
+  private async refundWith(
+    key: string,
+    body: { payment: string; amount?: number; reason?: 'duplicate' | 'fraudulent' | 'requested_by_customer' },
+  ): Promise<{ status: number; text: string; replayed: boolean; refund?: Refund; code?: string }> {
+    this.say.sent(`POST /v1/refunds  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
+    const { data, error, response } = await this.api.POST('/v1/refunds', { params: { header: { 'Idempotency-Key': key } }, body });
+    const text = await this.raw(response);
+    this.say.got(`${response.status} ${text.length > 160 ? `${text.slice(0, 160)}…` : text}`);
+    return {
+      status: response.status,
+      text,
+      replayed: response.headers.get('Idempotent-Replayed') === 'true',
+      refund: data,
+      code: error?.error.code,
+    };
   }
 
   private async pendingSettledByEvent(): Promise<void> {

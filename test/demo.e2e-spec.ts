@@ -14,6 +14,7 @@ const STEPS = [
   'The same key with a different body',
   '20 concurrent retries on one key',
   'A decline, replayed byte for byte',
+  'A refund, and one too many',
   "A pending payment settled by the provider's event",
   'A crash mid-payment, finished by the worker',
   'Merchant events',

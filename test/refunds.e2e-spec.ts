@@ -229,3 +229,49 @@ describe('POST /v1/refunds', () => {
     expect(events.body.data).toHaveLength(1);
   });
 });
+
+/**
+ * The provider's refund events, applied as its charge events are: a refund
+ * it held as pending settles from its event alone, with no worker running,
+ * through the same fenced transition, and a duplicate changes nothing.
+ */
+describe('refund provider events', () => {
+  const stack = useInProcessStack({
+    providerEnv: { PROVIDER_PENDING_SETTLE_MS: '300', PROVIDER_WEBHOOK_DUPLICATE_RATE: '1' },
+    providerEvents: true,
+    client: 'shop',
+  });
+
+  function post(path: '/v1/payments' | '/v1/refunds', payload: object) {
+    return request(stack.url)
+      .post(path)
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send(payload);
+  }
+
+  it('settles a pending refund from its event, without the worker, once', async () => {
+    const payment = await post('/v1/payments', { amount: 700, currency: 'USD', payment_method: 'pm_card_refund_pending' });
+    expect(payment.status).toBe(201);
+    const refund = await post('/v1/refunds', { payment: payment.body.id, amount: 300 });
+    expect(refund.status).toBe(202);
+
+    await eventually(
+      async () => {
+        const [row] = (await stack.dataSource.query('SELECT status FROM refunds WHERE id = $1', [refund.body.id])) as { status: string }[];
+        return row.status === 'succeeded' ? true : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the refund.succeeded event to settle the refund' },
+    );
+
+    const [sums] = (await stack.dataSource.query('SELECT amount_reserved, amount_refunded FROM payments WHERE id = $1', [
+      payment.body.id,
+    ])) as { amount_reserved: number; amount_refunded: number }[];
+    expect(sums).toEqual({ amount_reserved: 300, amount_refunded: 300 });
+    const [events] = (await stack.dataSource.query(
+      `SELECT count(*)::int AS n FROM events WHERE refund_id = $1 AND type = 'refund.succeeded'`,
+      [refund.body.id],
+    )) as { n: number }[];
+    expect(events.n).toBe(1);
+  });
+});

@@ -48,9 +48,9 @@ describe('payments in review', () => {
   const statusOf = (paymentId: string) => statusIn(stack, paymentId);
   const reaches = (paymentId: string, status: string) => reachesIn(stack, paymentId, status);
 
-  /** `npm run payment:resolve` as a real process: its exit code and its one JSON line. */
-  function resolve(args: string[]): Promise<{ code: number; result: Record<string, unknown> }> {
-    const entry = join(__dirname, '..', 'dist', 'src', 'operator', 'payment-resolve.js');
+  /** `npm run payment:resolve` (or refund:resolve) as a real process: its exit code and its one JSON line. */
+  function resolve(args: string[], script = 'payment-resolve'): Promise<{ code: number; result: Record<string, unknown> }> {
+    const entry = join(__dirname, '..', 'dist', 'src', 'operator', `${script}.js`);
     const env = {
       ...process.env,
       NODE_ENV: 'test',
@@ -64,7 +64,7 @@ describe('payments in review', () => {
         try {
           done({ code, result: JSON.parse(stdout) as Record<string, unknown> });
         } catch {
-          fail(new Error(`payment:resolve exited ${code}: ${stdout}${stderr}`));
+          fail(new Error(`${script} exited ${code}: ${stdout}${stderr}`));
         }
       });
     });
@@ -162,6 +162,47 @@ describe('payments in review', () => {
     const final = await resolve(['--id', first.body.id, '--status', 'succeeded', '--reason', 'twice']);
     expect(final).toMatchObject({ code: 1, result: { resolved: false, refusal: 'not_in_review' } });
     expect(await stack.provider.chargesFor(first.body.id)).toHaveLength(1);
+  });
+  it('sends a refund to review on the same ladder; refund:resolve settles it, never against the provider', async () => {
+    const paid = await post(randomUUID(), { amount: 800, currency: 'USD', payment_method: 'pm_card_refund_pending' });
+    expect(paid.status).toBe(201);
+    const refundKey = randomUUID();
+    const refundBody = { payment: paid.body.id, amount: 300 };
+    const refund = await request(stack.url)
+      .post('/v1/refunds')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', refundKey)
+      .send(refundBody);
+    expect(refund.status).toBe(202);
+
+    await stack.startWorker({ ...REVIEW_AT_ONCE, REVIEW_RECHECK_INTERVAL_MS: '3600000' });
+    await eventually(
+      async () => {
+        const [row] = (await stack.dataSource.query('SELECT status FROM refunds WHERE id = $1', [refund.body.id])) as { status: string }[];
+        return row.status === 'requires_review' ? true : undefined;
+      },
+      { what: 'the refund to reach review' },
+    );
+    await eventually(
+      async () => ((await stack.provider.refundsFor(refund.body.id))[0]?.status === 'succeeded' ? true : undefined),
+      { what: 'the provider to settle the refund' },
+    );
+
+    const contradiction = await resolve(['--id', refund.body.id, '--status', 'failed', '--reason', 'looks wrong'], 'refund-resolve');
+    expect(contradiction).toMatchObject({ code: 1, result: { resolved: false, refusal: 'provider_contradicts' } });
+    const agreed = await resolve(['--id', refund.body.id, '--status', 'succeeded', '--reason', 'provider settled it'], 'refund-resolve');
+    expect(agreed).toMatchObject({ code: 0, result: { resolved: true, refund: { id: refund.body.id, status: 'succeeded' } } });
+
+    const replay = await request(stack.url)
+      .post('/v1/refunds')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', refundKey)
+      .send(refundBody);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    const payment = await request(stack.url).get(`/v1/payments/${paid.body.id}`).set('Authorization', `Bearer ${stack.apiKey}`);
+    expect(payment.body.amount_refunded).toBe(300);
+    expect(await stack.provider.refundsFor(refund.body.id)).toHaveLength(1);
   });
 });
 

@@ -12,6 +12,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['migration:run', 'src/database/migrate.js'],
   ['client:create', 'src/clients/client-create.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],
+  ['refund:resolve', 'src/operator/refund-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
   ['payments:review', 'src/operator/payments-review.js'],
   ['audit', 'scripts/audit.js'],

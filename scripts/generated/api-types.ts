@@ -13,7 +13,7 @@ export interface paths {
         get: operations["PaymentsController_list"];
         put?: never;
         /**
-         * Create a payment, or get the answer of the request that already used this key
+         * Guard and body validation run before the key is read.
          * @description The first request with a key charges at most once. A retry with the same key and body gets the same answer byte for byte (Idempotent-Replayed: true) once it is final; while it is not, the payment as it is (202).
          */
         post: operations["PaymentsController_create"];
@@ -32,6 +32,44 @@ export interface paths {
         };
         /** Read one payment */
         get: operations["PaymentsController_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List refunds, newest first, of one payment or all */
+        get: operations["RefundsController_list"];
+        put?: never;
+        /**
+         * As POST /v1/payments: guard and body validation run before the key is read.
+         * @description The first request with a key refunds at most once, and never more than is left of the payment. Keys are one space per client across every POST route: a payment's key sent here is 422 `idempotency_key_reused`.
+         */
+        post: operations["RefundsController_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/refunds/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read one refund */
+        get: operations["RefundsController_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -139,7 +177,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -212,6 +250,11 @@ export interface components {
             failure_code: string | null;
             /** @example null */
             failure_message: string | null;
+            /**
+             * @description The sum of its succeeded refunds, in minor units. A stored replay keeps the figure it was first answered with.
+             * @example 0
+             */
+            amount_refunded: number;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -224,7 +267,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -247,9 +290,99 @@ export interface components {
             /** @description Whether a page follows: ask again with starting_after = the last id. */
             has_more: boolean;
         };
+        CreateRefundDto: {
+            /**
+             * @description The id of one of your payments.
+             * @example pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B
+             */
+            payment: string;
+            /**
+             * @description Integer minor units, at most what is left to refund; default: all that is left.
+             * @example 300
+             */
+            amount?: number;
+            /** @enum {string} */
+            reason?: "duplicate" | "fraudulent" | "requested_by_customer";
+            /** @description Up to 20 string values, keys of 1 to 40 characters. */
+            metadata?: {
+                [key: string]: string;
+            };
+        };
+        RefundResource: {
+            /** @example re_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B */
+            id: string;
+            /** @enum {string} */
+            object: "refund";
+            /** @description The payment refunded. */
+            payment: string;
+            /**
+             * @description Integer minor units.
+             * @example 300
+             */
+            amount: number;
+            /**
+             * @description The payment's currency.
+             * @example USD
+             */
+            currency: string;
+            /**
+             * @description succeeded and failed are final; requires_review moves once, to what the provider says.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed" | "requires_review";
+            /**
+             * @example null
+             * @enum {string|null}
+             */
+            reason: "duplicate" | "fraudulent" | "requested_by_customer" | null;
+            /** @example {} */
+            metadata: {
+                [key: string]: string;
+            };
+            /** @example rf_01JDQ2ZC4R5S8V9W0X1Y2Z3A4C */
+            provider_refund_id: string | null;
+            /** @example null */
+            failure_code: string | null;
+            /** @example null */
+            failure_message: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        RefundFailedBody: {
+            /** @enum {string} */
+            type: "invalid_request_error" | "idempotency_error" | "authentication_error" | "card_error" | "rate_limit_error" | "api_error";
+            /**
+             * @example parameter_invalid
+             * @enum {string}
+             */
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            /** @example amount must be at least 1 */
+            message: string;
+            /**
+             * @description The request field at fault.
+             * @example amount
+             */
+            param?: string;
+            /** @description The request id of our log line, on 5xx answers only. */
+            request_id?: string;
+            /** @description The failed refund. */
+            refund: components["schemas"]["RefundResource"];
+        };
+        RefundFailedEnvelope: {
+            error: components["schemas"]["RefundFailedBody"];
+        };
+        RefundList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["RefundResource"][];
+            /** @description Whether a page follows: ask again with starting_after = the last id. */
+            has_more: boolean;
+        };
         EventData: {
-            /** @description The payment as it was right after the change. */
-            object: components["schemas"]["PaymentResource"];
+            /** @description The payment (payment.* events) or the refund (refund.* events) as it was right after the change. */
+            object: components["schemas"]["PaymentResource"] | components["schemas"]["RefundResource"];
         };
         EventResource: {
             /** @example evt_01JDQ2ZC4R5S8V9W0X1Y2Z3A4D */
@@ -257,7 +390,7 @@ export interface components {
             /** @enum {string} */
             object: "event";
             /** @enum {string} */
-            type: "payment.succeeded" | "payment.failed" | "payment.requires_review";
+            type: "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review";
             /**
              * Format: date-time
              * @description When the change committed.
@@ -276,7 +409,7 @@ export interface components {
             /** @enum {boolean} */
             received: true;
             /** @enum {string} */
-            result: "applied" | "noted" | "duplicate" | "stale" | "unknown_charge" | "ignored";
+            result: "applied" | "noted" | "duplicate" | "stale" | "unknown_charge" | "unknown_refund";
         };
     };
     responses: never;
@@ -356,7 +489,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client. */
+                /** @description 1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client, across routes. */
                 "Idempotency-Key": string;
             };
             path?: never;
@@ -368,6 +501,12 @@ export interface operations {
             };
         };
         responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Charged. */
             201: {
                 headers: {
@@ -448,7 +587,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description The key was used with another body (`idempotency_key_reused`). */
+            /** @description The key was used with another body, or on another route: keys are one space per client (`idempotency_key_reused`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -468,7 +607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description The provider is unavailable and no charge was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key. */
+            /** @description The provider is unavailable and nothing was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying. */
@@ -511,6 +650,279 @@ export interface operations {
                 };
             };
             /** @description No such payment for this client (`resource_missing`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    RefundsController_list: {
+        parameters: {
+            query?: {
+                /** @description Page size, in decimal digits. */
+                limit?: number;
+                /** @description Only the refunds of this payment. */
+                payment?: string;
+                /** @description The id of the last refund of the previous page. */
+                starting_after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of refunds. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundList"];
+                };
+            };
+            /** @description Bad limit, payment or cursor (`parameter_invalid`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    RefundsController_create: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description 1 to 255 printable ASCII characters, bare or as a quoted string ("…"); unique per client, across routes. */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateRefundDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refunded. */
+            201: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request. */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundResource"];
+                };
+            };
+            /** @description Outcome not known yet (pending, or in review): retry with the same key, or read the refund later. */
+            202: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundResource"];
+                };
+            };
+            /** @description Invalid body, a missing or invalid Idempotency-Key, or `amount` above what is left to refund (`amount_too_large`); nothing was written. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The provider refused the refund (`refund_failed`); replayed to a retry. */
+            402: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request. */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundFailedEnvelope"];
+                };
+            };
+            /** @description No such payment for this client (`resource_missing`, `param: "payment"`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The same key is still being processed (`idempotency_key_in_use`), or the payment has not succeeded (`payment_not_refundable`). */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Body over 64 KB (`body_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not a JSON body in UTF-8 (`unsupported_media_type`). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The key was used with another body, or on another route: keys are one space per client (`idempotency_key_reused`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The provider is unavailable and nothing was attempted (`provider_unavailable`), or the database is (`service_unavailable`): retry with the same key. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    RefundsController_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The refund. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundResource"];
+                };
+            };
+            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such refund for this client (`resource_missing`). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -613,7 +1025,7 @@ export interface operations {
                 /** @description The id of the last event of the previous page. */
                 starting_after?: string;
                 /** @description Only events of this type. */
-                type?: "payment.succeeded" | "payment.failed" | "payment.requires_review";
+                type?: "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review";
             };
             header?: never;
             path?: never;

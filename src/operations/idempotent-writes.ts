@@ -161,7 +161,7 @@ export class IdempotentWrites {
             await this.keys.release(db, lease);
             return { kind: 'accepted', row, retryAfterSeconds: IN_REVIEW_RETRY_AFTER_SECONDS };
           }
-          this.logger.log({ msg: `resuming ${operation.name}`, id: row.id });
+          this.logger.log({ msg: `resuming ${operation.name}`, [`${operation.name}Id`]: row.id });
           return { kind: 'leased', row, lease: heldSince(lease, askedAt, leaseMs) };
         }
       }

@@ -78,6 +78,11 @@ export class PaymentsClient {
     return this.send('POST', '/v1/payments', { 'Idempotency-Key': key, 'Content-Type': 'application/json' }, payload, signal);
   }
 
+  /** POST /v1/refunds, as post() does for payments. */
+  refund(key: string, payload: object, signal?: AbortSignal): Promise<Reply> {
+    return this.send('POST', '/v1/refunds', { 'Idempotency-Key': key, 'Content-Type': 'application/json' }, payload, signal);
+  }
+
   get(paymentId: string): Promise<Reply> {
     return this.getPath(`/v1/payments/${paymentId}`);
   }
@@ -195,10 +200,10 @@ export function useProcessStack(options: ProcessStackOptions): ProcessStack {
   return stack;
 }
 
-/** The line CrashPoint writes just before it signals its process; resolves with the payment it was working on. */
+/** The line CrashPoint writes just before it signals its process; resolves with the payment (or refund) it was working on. */
 export async function crashPointReached(child: ManagedProcess, point: string): Promise<string> {
   const line = await child.waitForLine(({ json }) => json?.msg === 'crash point reached' && json.crashPoint === point);
-  return line.json!.paymentId as string;
+  return (line.json!.paymentId ?? line.json!.refundId) as string;
 }
 
 /** Matches a JSON log line with this msg about this payment. */
