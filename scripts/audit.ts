@@ -5,14 +5,15 @@ import { Cluster } from 'ioredis';
 import { bullConnection } from '../src/common/redis-client';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
-import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
+import type { Charge, ListedProviderEvent, Refund as ProviderRefund } from '../src/mock-provider/mock-provider.types';
+import type { OperationStatus } from '../src/ledger/operation';
 import type { PaymentStatus } from '../src/ledger/payments.table';
 import { JobName, RECONCILIATION_QUEUE, type ReconcileJobData } from '../src/reconciliation/reconciliation.constants';
-import { type AuditReport, type LedgerPayment, auditLedger } from './lib/ledger-audit';
+import { type AuditReport, type LedgerPayment, type LedgerRefund, auditLedger } from './lib/ledger-audit';
 
 /**
- * `npm run audit`: compares the provider's ledger (GET /charges) with the
- * payments table and prints one JSON summary. Exit 0: consistent; 1: at least
+ * `npm run audit`: compares the provider's ledger (GET /charges, GET /refunds)
+ * with the payments and refunds tables and prints one JSON summary. Exit 0: consistent; 1: at least
  * one violation; 2: the audit could not run (a store unreachable, a bad flag).
  * The rules are in lib/ledger-audit.ts; this file reads, in an order that
  * makes the reads safe on a live system (see readLedger).
@@ -44,6 +45,23 @@ interface PaymentRow {
   next_reconcile_at_ms: number;
   has_key: boolean;
   leased_until_ms: number | null;
+  amount_reserved: number;
+  amount_refunded: number;
+}
+
+interface RefundRow {
+  id: string;
+  client_id: string;
+  payment_id: string;
+  amount: number;
+  status: OperationStatus;
+  provider_key: string;
+  provider_charge_id: string;
+  provider_refund_id: string | null;
+  created_at_ms: number;
+  next_reconcile_at_ms: number;
+  has_key: boolean;
+  leased_until_ms: number | null;
 }
 
 export async function runAudit(config: AppConfig, options: AuditOptions = DEFAULT_AUDIT_OPTIONS): Promise<AuditReport> {
@@ -58,27 +76,34 @@ export async function runAudit(config: AppConfig, options: AuditOptions = DEFAUL
 }
 
 /**
- * Reads the three stores in the one order that is safe while payments are
- * being made: charges first (every charge seen then has its payment committed
- * already), then the live reconcile jobs, then the payments, then the charges
- * again (every payment that succeeded before its read had its charge made
- * before, so the second read holds it).
+ * Reads the three stores in the one order that is safe while payments and
+ * refunds are being made: charges and provider refunds first (every one seen
+ * then has its payment or refund committed already: the row commits before
+ * the provider is called), then the live reconcile jobs, then the payments
+ * and refunds (in one snapshot), then the charges and provider refunds again
+ * (every payment or refund that succeeded before its read had its charge or
+ * provider refund made before, so the second read holds it).
  */
 async function readLedger(config: AppConfig) {
   const chargesBefore = await fetchCharges(config.provider.url);
+  const providerRefundsBefore = await fetchProviderRefunds(config.provider.url);
   // Events before the processed records: an event the provider saw acknowledged
   // then had its record committed before the acknowledgement, so it is read here.
-  const acknowledgedEvents = (await fetchFromProvider<ListedChargeEvent[]>(config.provider.url, '/events'))
+  const acknowledgedEvents = (await fetchFromProvider<ListedProviderEvent[]>(config.provider.url, '/events'))
     .filter((event) => event.delivered)
     .map((event) => ({ id: event.id, providerKey: event.data.provider_key }));
   const queuedReconciliations = await readQueuedReconciliations(config);
-  const { now, payments, processedEvents } = await readPayments(config);
+  const { now, payments, refunds, processedEvents } = await readRows(config);
   const charges = await fetchCharges(config.provider.url);
+  const providerRefunds = await fetchProviderRefunds(config.provider.url);
   return {
     now,
     payments,
     charges,
     chargesReadBeforePayments: new Set(chargesBefore.map((charge) => charge.id)),
+    refunds,
+    providerRefunds,
+    providerRefundsReadBeforeRefunds: new Set(providerRefundsBefore.map((refund) => refund.id)),
     queuedReconciliations,
     acknowledgedEvents,
     processedEvents,
@@ -87,6 +112,10 @@ async function readLedger(config: AppConfig) {
 
 function fetchCharges(providerUrl: string): Promise<Charge[]> {
   return fetchFromProvider<Charge[]>(providerUrl, '/charges');
+}
+
+function fetchProviderRefunds(providerUrl: string): Promise<ProviderRefund[]> {
+  return fetchFromProvider<ProviderRefund[]>(providerUrl, '/refunds');
 }
 
 async function fetchFromProvider<T>(providerUrl: string, path: string): Promise<T> {
@@ -120,13 +149,15 @@ async function readQueuedReconciliations(config: AppConfig): Promise<Set<string>
   }
 }
 
-async function readPayments(
+async function readRows(
   config: AppConfig,
-): Promise<{ now: number; payments: LedgerPayment[]; processedEvents: ReadonlySet<string> }> {
+): Promise<{ now: number; payments: LedgerPayment[]; refunds: LedgerRefund[]; processedEvents: ReadonlySet<string> }> {
   const dataSource = await createDataSource(config).initialize();
   try {
-    // One transaction, so both statements share one now(): the clock every time is read against.
-    return await dataSource.transaction(async (db) => {
+    // One transaction, so every statement shares one now() (the clock every
+    // time is read against) and, repeatable read, one snapshot: a payment's
+    // refund sums are judged against the refunds as they were when it was read.
+    return await dataSource.transaction('REPEATABLE READ', async (db) => {
       const [{ now_ms: now }] = (await db.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS now_ms`)) as {
         now_ms: number;
       }[];
@@ -135,9 +166,18 @@ async function readPayments(
                extract(epoch FROM p.created_at)::float8 * 1000 AS created_at_ms,
                extract(epoch FROM p.next_reconcile_at)::float8 * 1000 AS next_reconcile_at_ms,
                k.payment_id IS NOT NULL AS has_key,
-               extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
+               extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms,
+               p.amount_reserved, p.amount_refunded
           FROM payments p
           LEFT JOIN idempotency_keys k ON k.client_id = p.client_id AND k.payment_id = p.id`)) as PaymentRow[];
+      const refundRows = (await db.query(`
+        SELECT r.id, r.client_id, r.payment_id, r.amount, r.status, r.provider_key, r.provider_charge_id, r.provider_refund_id,
+               extract(epoch FROM r.created_at)::float8 * 1000 AS created_at_ms,
+               extract(epoch FROM r.next_reconcile_at)::float8 * 1000 AS next_reconcile_at_ms,
+               k.refund_id IS NOT NULL AS has_key,
+               extract(epoch FROM k.leased_until)::float8 * 1000 AS leased_until_ms
+          FROM refunds r
+          LEFT JOIN idempotency_keys k ON k.client_id = r.client_id AND k.refund_id = r.id`)) as RefundRow[];
       const processed = (await db.query(`SELECT message_id FROM processed_messages WHERE consumer = 'provider-events'`)) as {
         message_id: string;
       }[];
@@ -153,6 +193,22 @@ async function readPayments(
           currency: row.currency,
           providerKey: row.provider_key,
           providerChargeId: row.provider_charge_id,
+          createdAt: row.created_at_ms,
+          nextReconcileAt: row.next_reconcile_at_ms,
+          hasKey: row.has_key,
+          leasedUntil: row.leased_until_ms,
+          amountReserved: row.amount_reserved,
+          amountRefunded: row.amount_refunded,
+        })),
+        refunds: refundRows.map((row) => ({
+          id: row.id,
+          clientId: row.client_id,
+          paymentId: row.payment_id,
+          amount: row.amount,
+          status: row.status,
+          providerKey: row.provider_key,
+          providerChargeId: row.provider_charge_id,
+          providerRefundId: row.provider_refund_id,
           createdAt: row.created_at_ms,
           nextReconcileAt: row.next_reconcile_at_ms,
           hasKey: row.has_key,
@@ -185,11 +241,11 @@ function nonNegativeInt(flag: string, value: string | undefined, fallback: numbe
 
 const USAGE = `Usage: npm run audit [-- --examples N] [--grace-ms MS]
 
-Compares the provider's charges with the payments table (DATABASE_URL,
+Compares the provider's charges and refunds with the payments and refunds tables (DATABASE_URL,
 PROVIDER_URL; the queue on REDIS_URL or REDIS_CLUSTER_NODES) and prints one JSON summary; exit 0 clean, 1 on a violation,
 2 when it could not run. Read-only.
   --examples N   examples kept per kind of violation (default ${DEFAULT_AUDIT_OPTIONS.maxExamples})
-  --grace-ms MS  how old an undecided payment must be before it counts as forgotten (default ${DEFAULT_AUDIT_OPTIONS.graceMs})
+  --grace-ms MS  how old an undecided payment or refund must be before it counts as forgotten (default ${DEFAULT_AUDIT_OPTIONS.graceMs})
 `;
 
 async function main(): Promise<void> {

@@ -6,22 +6,25 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
+import type { OperationStatus } from '../src/ledger/operation';
 import type { PaymentStatus } from '../src/ledger/payments.table';
 import { runAudit } from './audit';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import {
   type FinalPayment,
+  type FinalRefund,
   type KeyRow,
   type MerchantEventsInput,
   type OwnedPayment,
+  type RefundKeyRow,
   judge,
   missingEvents,
 } from './chaos/verdict';
 import { type PrivatePgBouncer, QUERY_WAIT_TIMEOUT_S, startPrivatePgBouncer } from '../test/support/private-pgbouncer';
 import { type PrivatePostgres, startPrivatePostgres } from '../test/support/private-postgres';
 import { type PrivateRedis, freePort, startPrivateRedis } from '../test/support/private-redis';
-import { databaseUrlNamed, openScratchDatabase, waitUntilNonePending } from '../test/support/scratch-database';
+import { databaseUrlNamed, openScratchDatabase } from '../test/support/scratch-database';
 import { type Random, mulberry32 } from '../test/support/random';
 import { startProvider } from '../test/support/processes';
 import { type Behaviour, WebhookReceiver } from '../test/support/webhook-receiver';
@@ -30,13 +33,16 @@ import type { EventType } from '../src/ledger/outbox';
 /**
  * `npm run chaos -- --payments N --seconds S`: two APIs, two workers and the
  * mock provider (with failures, lost and late replies, with --poison-rate 2xx
- * answers whose body the API cannot use, and charge events delivered to the
- * first API with duplicates and random delays) under a load
- * of retrying clients, while APIs and workers are SIGKILLed and restarted,
+ * answers whose body the API cannot use, and charge and refund events
+ * delivered to the first API with duplicates and random delays) under a load
+ * of retrying clients, who refund a good share of the payments that succeed
+ * (partly, in turns, or several at once under different keys, some on cards
+ * whose refunds fail, lose their reply, answer late or stay pending), while
+ * APIs and workers are SIGKILLed and restarted,
  * Redis is flushed once and, with --postgres-restarts, Postgres is stopped
  * and started again. Every merchant has a webhook endpoint on a loopback
  * receiver that verifies signatures and fails or holds a share of first
- * attempts. Then the faults stop, every payment must become terminal within
+ * attempts. Then the faults stop, every payment and refund must become terminal within
  * the drain deadline and every event reach its endpoint within the events
  * deadline, the ledger audit runs, and one JSON line says what happened.
  * Exit 0: no violation; 1: a violation; 2: the run could not be made.
@@ -52,17 +58,17 @@ import type { EventType } from '../src/ledger/outbox';
 
 const USAGE = `Usage: npm run chaos -- [options]
 
-  --payments N               payment operations (default 300)
+  --payments N               payment operations (default 300); about 40 % of those that succeed are then refunded
   --seconds S                they start evenly over S seconds, faults meanwhile (default 30)
   --concurrency N            operations in flight at most (default 64)
   --clients N                merchants, each with its API key (default 8)
   --seed N                   the workload and fault draws (default: random, printed)
   --database NAME            the run's database, truncated first; must contain "chaos" (default payments_chaos)
-  --drain-seconds S          after the load, how long payments may take to become terminal (default 120)
+  --drain-seconds S          after the load, how long payments and refunds may take to become terminal (default 120)
   --events-seconds S         after the drain, how long events may take to get a 2xx at their endpoints (default 60)
   --failure-rate R           share of provider calls the mock provider answers 503 without acting (default 0.3)
-  --poison-rate R            share of the provider's 2xx charge answers whose body is replaced, the charge recorded
-                             as usual, by one the API cannot use (U+0000, a lone surrogate, an over-long failure_code,
+  --poison-rate R            share of the provider's 2xx charge and refund answers whose body is replaced, the charge
+                             or refund recorded as usual, by one the API cannot use (U+0000, a lone surrogate, an over-long failure_code,
                              a wrong type, a missing field, not JSON, cut short): PROVIDER_POISON_RATE (default 0)
   --postgres-restarts N      stop and start Postgres N times during the load, fast and immediate shutdowns in turn;
                              the database then lives on a private cluster (Debian's server binaries) (default 0)
@@ -237,46 +243,79 @@ async function prepareDatabase(
   return { dataSource, clients };
 }
 
-async function readFinalState(dataSource: DataSource): Promise<{ payments: FinalPayment[]; keys: KeyRow[] }> {
+async function readFinalState(
+  dataSource: DataSource,
+): Promise<{ payments: FinalPayment[]; keys: KeyRow[]; refunds: FinalRefund[]; refundKeys: RefundKeyRow[] }> {
+  // A payment became terminal with its last status event: a refund of it later moves its updated_at (amount_refunded) too.
   const payments = (await dataSource.query(
-    `SELECT id, status, extract(epoch FROM updated_at - created_at)::float8 * 1000 AS ms FROM payments`,
+    `SELECT p.id, p.status,
+            extract(epoch FROM coalesce(
+              (SELECT max(e.created_at) FROM events e WHERE e.client_id = p.client_id AND e.payment_id = p.id), p.updated_at
+            ) - p.created_at)::float8 * 1000 AS ms
+       FROM payments p`,
   )) as { id: string; status: PaymentStatus; ms: number }[];
-  const keys = (await dataSource.query(`SELECT client_id, key, payment_id FROM idempotency_keys`)) as {
+  const keys = (await dataSource.query(`SELECT client_id, key, payment_id, refund_id FROM idempotency_keys`)) as {
     client_id: string;
     key: string;
+    payment_id: string | null;
+    refund_id: string | null;
+  }[];
+  const refunds = (await dataSource.query(`SELECT id, payment_id, amount, status FROM refunds`)) as {
+    id: string;
     payment_id: string;
+    amount: number;
+    status: OperationStatus;
   }[];
   return {
     payments: payments.map((row) => ({ id: row.id, status: row.status, msToTerminal: row.ms })),
-    keys: keys.map((row) => ({ clientId: row.client_id, key: row.key, paymentId: row.payment_id })),
+    keys: keys.flatMap((row) => (row.payment_id === null ? [] : [{ clientId: row.client_id, key: row.key, paymentId: row.payment_id }])),
+    refunds: refunds.map((row) => ({ id: row.id, paymentId: row.payment_id, amount: row.amount, status: row.status })),
+    refundKeys: keys.flatMap((row) => (row.refund_id === null ? [] : [{ clientId: row.client_id, key: row.key, refundId: row.refund_id }])),
   };
 }
 
 /**
- * Payments before events: a status change commits with its event, so every
- * status read has its event in the second read. The receipts come last and
- * only grow.
+ * Polls until no payment and no refund is pending, or the deadline passes. A
+ * refund in review is not waited for: its re-check is an hour away, and the
+ * verdict counts it as not terminal.
+ */
+async function waitUntilNothingPending(dataSource: DataSource, deadlineMs: number, intervalMs: number): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const [{ n }] = (await dataSource.query(
+      `SELECT (SELECT count(*) FROM payments WHERE status = 'pending') + (SELECT count(*) FROM refunds WHERE status = 'pending') AS n`,
+    )) as { n: string }[];
+    if (Number(n) === 0 || Date.now() >= deadline) return;
+    await delay(intervalMs);
+  }
+}
+
+/**
+ * Payments and refunds before events: a status change commits with its
+ * event, so every status read has its event in the later read. The receipts
+ * come last and only grow.
  */
 async function readMerchantEvents(
   dataSource: DataSource,
   receiver: WebhookReceiver,
   merchants: readonly Merchant[],
 ): Promise<MerchantEventsInput> {
-  const payments = (await dataSource.query(`SELECT id, client_id, status FROM payments`)) as {
-    id: string;
-    client_id: string;
-    status: OwnedPayment['status'];
-  }[];
+  type Owned = { id: string; client_id: string; status: OwnedPayment['status'] };
+  const payments = (await dataSource.query(`SELECT id, client_id, status FROM payments`)) as Owned[];
+  const refunds = (await dataSource.query(`SELECT id, client_id, status FROM refunds`)) as Owned[];
   const events = (await dataSource.query(
-    `SELECT id, client_id, type, payment_id, extract(epoch FROM created_at)::float8 * 1000 AS created_at_ms FROM events`,
-  )) as { id: string; client_id: string; type: EventType; payment_id: string; created_at_ms: number }[];
+    `SELECT id, client_id, type, payment_id, refund_id, extract(epoch FROM created_at)::float8 * 1000 AS created_at_ms FROM events`,
+  )) as { id: string; client_id: string; type: EventType; payment_id: string | null; refund_id: string | null; created_at_ms: number }[];
+  const owned = (row: Owned) => ({ id: row.id, clientId: row.client_id, status: row.status });
   return {
-    payments: payments.map((row) => ({ id: row.id, clientId: row.client_id, status: row.status })),
+    payments: payments.map(owned),
+    refunds: refunds.map(owned),
     events: events.map((row) => ({
       id: row.id,
       clientId: row.client_id,
       type: row.type,
       paymentId: row.payment_id,
+      refundId: row.refund_id,
       createdAtMs: row.created_at_ms,
     })),
     endpoints: merchants.map((merchant) => ({ clientId: merchant.id, receipts: receiver.receipts(merchant.endpoint) })),
@@ -391,7 +430,7 @@ async function main(): Promise<number> {
     const operations = planOperations(options.payments, clients, mulberry32(options.seed));
     let finished = 0;
     const report = setInterval(() => progress(`${finished}/${options.payments} operations done`), 10_000).unref();
-    const exchanges = await runLoad(
+    const { exchanges, refunds: refundExchanges } = await runLoad(
       operations,
       { operations: options.payments, durationMs, concurrency: options.concurrency },
       { urls: fleet.urls, policy: { ...CLIENT_POLICY, timeoutMs: clientTimeoutMs(options.pgbouncer), random: mulberry32(options.seed + 2) } },
@@ -400,12 +439,18 @@ async function main(): Promise<number> {
     clearInterval(report);
     stopFaults.abort();
     const { counts: faultCounts, outages } = await faults;
-    progress(`load done in ${Date.now() - startedAt} ms; faults stopped (${JSON.stringify(faultCounts)}); draining`);
+    progress(
+      `load done in ${Date.now() - startedAt} ms (${exchanges.length} payment and ${refundExchanges.length} refund exchanges); ` +
+        `faults stopped (${JSON.stringify(faultCounts)}); draining`,
+    );
 
-    await waitUntilNonePending(dataSource, options.drainSeconds * 1_000, 250);
+    await waitUntilNothingPending(dataSource, options.drainSeconds * 1_000, 250);
     // Judged apart from the end's count: one settled only while events are awaited was still left open by the ladder.
     const pendingAfterDrain = (
       (await dataSource.query(`SELECT id FROM payments WHERE status = 'pending' ORDER BY id`)) as { id: string }[]
+    ).map((row) => row.id);
+    const refundsUndecidedAfterDrain = (
+      (await dataSource.query(`SELECT id FROM refunds WHERE status IN ('pending', 'requires_review') ORDER BY id`)) as { id: string }[]
     ).map((row) => row.id);
     const drainedAt = Date.now();
     const { input: merchantEvents, missing } = await waitUntilEventsDelivered(
@@ -414,11 +459,15 @@ async function main(): Promise<number> {
     );
     progress(`${merchantEvents.events.length} events, ${missing} without a 2xx, ${Date.now() - drainedAt} ms after the drain`);
     const audit = await runAudit(loadConfig(env), { maxExamples: options.examples, graceMs: 5_000 });
-    const { payments, keys } = await readFinalState(dataSource);
+    const { payments, keys, refunds, refundKeys } = await readFinalState(dataSource);
     const verdict = judge({
       exchanges,
       payments,
       keys,
+      refundExchanges,
+      refunds,
+      refundKeys,
+      refundsUndecidedAfterDrain,
       audit,
       outages,
       unexpectedExits: fleet.unexpectedExits,

@@ -58,6 +58,36 @@ describe('npm run audit', () => {
     return { id: res.status === 402 ? res.body.error.payment.id : res.body.id, status: res.status };
   }
 
+  /** A refund through the API, of part of a payment: its status and the refund. */
+  async function refund(paymentId: string, amount?: number): Promise<{ status: number; id: string; body: Record<string, unknown> }> {
+    const res = await request(stack.url)
+      .post('/v1/refunds')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send({ payment: paymentId, amount });
+    const body = (res.status === 402 ? res.body.error.refund : res.body) as Record<string, unknown>;
+    return { status: res.status, id: body?.id as string, body };
+  }
+
+  /** The charge of a succeeded payment, as the API shows it. */
+  async function chargeOfPayment(paymentId: string): Promise<string> {
+    const [{ provider_charge_id: chargeId }] = (await stack.dataSource.query(
+      `SELECT provider_charge_id FROM payments WHERE id = $1`,
+      [paymentId],
+    )) as { provider_charge_id: string }[];
+    return chargeId;
+  }
+
+  /** A refund made behind the API's back, straight at the provider. */
+  async function refundDirectly(idempotencyKey: string, charge: string, amount: number, reference: string): Promise<void> {
+    const res = await fetch(`${stack.provider.url}/refunds`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Idempotency-Key': idempotencyKey },
+      body: JSON.stringify({ charge, amount, reference }),
+    });
+    expect(res.status).toBe(201);
+  }
+
   /** A charge made behind the API's back, straight at the provider. */
   async function chargeDirectly(idempotencyKey: string, reference: string): Promise<void> {
     const res = await fetch(`${stack.provider.url}/charges`, {
@@ -81,6 +111,27 @@ describe('npm run audit', () => {
       payments: { total: 3, succeeded: 1, failed: 1, pending: 1, requires_review: 0 },
       charges: { total: 2, succeeded: 1, failed: 1 },
     });
+  });
+
+  it('passes refunds the API made, of every outcome, and counts them', async () => {
+    const paid = await pay('pm_card_ok');
+    const declined = await pay('pm_card_refund_fails');
+    const slow = await pay('pm_card_refund_pending');
+    expect((await refund(paid.id, 200)).status).toBe(201);
+    expect((await refund(paid.id)).status).toBe(201);
+    expect((await refund(paid.id, 1)).status).toBe(400);
+    expect((await refund(declined.id, 300)).status).toBe(402);
+    expect((await refund(slow.id, 100)).status).toBe(202);
+
+    const { code, report } = await audit();
+
+    expect(code).toBe(0);
+    expect(report).toMatchObject({
+      ok: true,
+      refunds: { total: 4, failed: 1 },
+      provider_refunds: { total: 4, failed: 1 },
+    });
+    expect(report!.refunds.succeeded + report!.refunds.pending).toBe(3);
   });
 
   /**
@@ -151,6 +202,12 @@ describe('npm run audit', () => {
       stale_pending_unscheduled: 1,
       review_behind_provider: 1,
       acknowledged_event_unrecorded: 1,
+      double_refund: 0,
+      orphan_refund: 0,
+      over_refund: 0,
+      refund_mismatch: 0,
+      refund_status_mismatch: 0,
+      refund_sums_mismatch: 0,
     });
     const named = (kind: keyof AuditReport['violations']) => report!.violations[kind].examples;
     expect(named('double_charge')).toEqual([expect.objectContaining({ payment_id: doubled.id })]);
@@ -164,6 +221,60 @@ describe('npm run audit', () => {
     expect(named('review_behind_provider')).toEqual([
       expect.objectContaining({ payment_id: overlooked.id, charge_status: 'succeeded' }),
     ]);
+  });
+
+  it('fails a ledger whose refunds disagree with the provider or with their payments, naming every kind', async () => {
+    const doubled = await pay('pm_card_ok');
+    const overdrawn = await pay('pm_card_ok');
+    const flipped = await pay('pm_card_ok');
+    const miscounted = await pay('pm_card_ok');
+    const twice = await refund(doubled.id, 200);
+    const some = await refund(overdrawn.id, 200);
+    const reversed = await refund(flipped.id, 300);
+    expect((await refund(miscounted.id, 400)).status).toBe(201);
+    expect([twice.status, some.status, reversed.status]).toEqual([201, 201, 201]);
+
+    // The provider refunds one refund of ours twice: a second key, the same reference.
+    await refundDirectly(`rk_stray_${randomUUID()}`, await chargeOfPayment(doubled.id), 200, twice.id);
+    // A refund the provider made for no refund of ours.
+    await refundDirectly('rk_re_ghost', await chargeOfPayment(doubled.id), 50, 're_ghost');
+    // A refund row written past the reservation: the payment's refunds now sum above it (and above its sums).
+    await aroundTheSchema(
+      `INSERT INTO refunds (id, client_id, payment_id, amount, currency, provider_key, provider_charge_id)
+       SELECT 're_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B', client_id, id, 600, currency, 'rk_re_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B', provider_charge_id
+         FROM payments WHERE id = $1`,
+      [overdrawn.id],
+    );
+    // Failed here, succeeded at the provider; the payment's sums follow the refund, so only the status disagrees.
+    await aroundTheSchema(`UPDATE refunds SET status = 'failed' WHERE id = $1`, [reversed.id]);
+    await aroundTheSchema(`UPDATE payments SET amount_reserved = 0, amount_refunded = 0 WHERE id = $1`, [flipped.id]);
+    // A succeeded refund the payment's sum forgot.
+    await stack.dataSource.query(`UPDATE payments SET amount_refunded = 0 WHERE id = $1`, [miscounted.id]);
+    await eventsDelivered();
+
+    const { code, report } = await audit();
+
+    expect(code).toBe(1);
+    const counts = Object.fromEntries(
+      Object.entries(report!.violations)
+        .filter(([, found]) => found.count > 0)
+        .map(([kind, found]) => [kind, found.count]),
+    );
+    expect(counts).toEqual({
+      double_refund: 1,
+      refund_mismatch: 1,
+      orphan_refund: 1,
+      over_refund: 1,
+      refund_status_mismatch: 1,
+      refund_sums_mismatch: 2,
+    });
+    const named = (kind: keyof AuditReport['violations']) => report!.violations[kind].examples;
+    expect(named('double_refund')).toEqual([expect.objectContaining({ refund_id: twice.id })]);
+    expect(named('refund_mismatch')).toEqual([expect.objectContaining({ refund_id: twice.id })]);
+    expect(named('orphan_refund')).toEqual([expect.objectContaining({ reference: 're_ghost', amount: 50 })]);
+    expect(named('over_refund')).toEqual([{ payment_id: overdrawn.id, amount: 700, refunds_not_failed: 800, refunds: 2 }]);
+    expect(named('refund_status_mismatch')).toEqual([{ refund_id: reversed.id, status: 'failed', provider_status: 'succeeded' }]);
+    expect(named('refund_sums_mismatch').map((example) => example.payment_id).sort()).toEqual([overdrawn.id, miscounted.id].sort());
   });
 
   it('exits 2 and says why when a store cannot be read', async () => {

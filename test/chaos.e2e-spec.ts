@@ -15,20 +15,23 @@ const POISON_RATE = '0.05';
 /**
  * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
  * two workers and the provider failing 30 % of its calls and poisoning 5 % of
- * its 2xx charge answers, crashes, a Redis flush and a fast and an immediate
- * Postgres restart under retrying clients,
+ * its 2xx charge and refund answers, crashes, a Redis flush and a fast and an immediate
+ * Postgres restart under retrying clients who refund a good share of what
+ * they paid (partly, in turns, several at once, some on refund fault cards),
  * every merchant's endpoint failing or holding some first attempts, then the
  * audit and the count of events delivered. Its own redis-server and Postgres cluster: nothing here
  * touches what the other e2e files use.
  */
 describe('npm run chaos (short)', () => {
   it(
-    'ends with every payment terminal, none lost, none charged twice, every event delivered under one webhook-id, and exit code 0',
+    'ends with every payment and refund terminal, none lost, none charged or refunded twice or over, every event delivered under one webhook-id, and exit code 0',
     async () => {
       const run = await runChaos(shortChaosArgs('payments_chaos_e2e', ['--poison-rate', POISON_RATE]));
       const summary = verdictOf(run) as Record<string, unknown> & {
         faults: Record<string, number>;
         answers: Record<string, number>;
+        refund_answers: Record<string, number>;
+        refunds_by_status: Record<string, number>;
         postgres_outages: { count: number; answers: Record<string, number> };
         webhook_receipts: { answers: Record<string, number> };
       };
@@ -53,8 +56,27 @@ describe('npm run chaos (short)', () => {
       // While Postgres was down, the clients were told so.
       expect(summary.postgres_outages.count).toBe(2);
       expect(summary.postgres_outages.answers['503 service_unavailable']).toBeGreaterThan(0);
-      // Every final payment announced, and the endpoints' refusals retried.
-      expect(summary.events as number).toBeGreaterThanOrEqual(summary.payments as number);
+      // A good share of the payments refunded, under every outcome: refunded,
+      // refused by the provider (pm_card_refund_fails), left pending a while
+      // (pm_card_refund_pending, lost and late replies) and, where refunds of
+      // one payment asked for more than it together, refused with nothing written.
+      expect(summary).toMatchObject({
+        double_refunds: 0,
+        orphan_refunds: 0,
+        over_refunds: 0,
+        lost_refunds: 0,
+        non_terminal_refunds: 0,
+      });
+      expect(summary.refunds).toBeGreaterThanOrEqual(50);
+      expect(summary.refunds_by_status).toMatchObject({ pending: 0, requires_review: 0 });
+      expect(summary.refunds_by_status.succeeded).toBeGreaterThan(0);
+      expect(summary.refunds_by_status.failed).toBeGreaterThan(0);
+      expect(summary.refund_answers['201']).toBeGreaterThan(0);
+      expect(summary.refund_answers['202']).toBeGreaterThan(0);
+      expect(summary.refund_answers['402 refund_failed']).toBeGreaterThan(0);
+      expect(summary.refund_answers['400 amount_too_large']).toBeGreaterThan(0);
+      // Every final payment and refund announced, and the endpoints' refusals retried.
+      expect(summary.events as number).toBeGreaterThanOrEqual((summary.payments as number) + (summary.refunds as number));
       expect(summary.webhook_receipts.answers['500']).toBeGreaterThan(0);
       expect(summary.webhook_latency_ms).toEqual({ p50: expect.any(Number), p99: expect.any(Number) });
     },

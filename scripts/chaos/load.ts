@@ -2,14 +2,20 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Random } from '../../test/support/random';
 import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../../test/support/payment-client';
-import type { Exchange } from './verdict';
+import type { Exchange, RefundExchange } from './verdict';
 
 /**
  * The chaos run's clients: a paced stream of payment operations, each sent by
- * a careful client (test/support/payment-client.ts) that retries with the same key.
+ * a careful client (test/support/payment-client.ts) that retries with the same
+ * key; a good share of the payments that succeed are then refunded, by the
+ * same kind of client.
  */
 
-/** The provider's test tokens, weighted: mostly charges, with a good share of lost and late replies. */
+/**
+ * The provider's test tokens, weighted: mostly charges, with a good share of
+ * lost and late replies, and some charges whose refunds fail, lose their
+ * reply, answer late or stay pending a while.
+ */
 const TOKEN_MIX: readonly [token: string, weight: number][] = [
   ['pm_card_ok', 34],
   ['pm_card_declined', 10],
@@ -19,7 +25,33 @@ const TOKEN_MIX: readonly [token: string, weight: number][] = [
   ['pm_card_pending', 10],
   ['pm_card_rate_limited', 4],
   ['pm_card_unavailable', 2],
+  ['pm_card_refund_fails', 3],
+  ['pm_card_refund_lost_response', 3],
+  ['pm_card_refund_timeout', 3],
+  ['pm_card_refund_pending', 3],
 ];
+
+/** The tokens whose refunds misbehave: a payment made with one is always refunded, to exercise it. */
+const REFUND_FAULT_TOKENS = new Set(['pm_card_refund_fails', 'pm_card_refund_lost_response', 'pm_card_refund_timeout', 'pm_card_refund_pending']);
+
+/** Share of the other payments refunded once they succeed. */
+const REFUND_SHARE = 0.35;
+
+/**
+ * How a succeeded payment is refunded:
+ * - partial: one refund of part of it;
+ * - in_turns: a part, then all that is left (no amount), then 1 more, which must be refused (400 amount_too_large);
+ * - concurrent: two to four refunds at once under different keys, each of a quarter to 60 % of the payment,
+ *   so that together they often ask for more than it: the API must refuse what does not fit.
+ */
+type RefundScenario = 'partial' | 'in_turns' | 'concurrent';
+
+/** The refunds a payment will get if it succeeds, drawn with the payment: shares of its amount (undefined: all that is left). */
+interface RefundPlan {
+  scenario: RefundScenario;
+  /** Each step's refunds, sent at once; steps one after another. */
+  steps: (number | undefined)[][];
+}
 
 const CURRENCIES = ['USD', 'EUR', 'GBP', 'JPY'];
 
@@ -40,6 +72,14 @@ interface Operation {
   scenario: Scenario;
   client: ChaosClient;
   body: Record<string, unknown>;
+  /** The refunds of the payment, if it succeeds (for double_submit, of the one that does). */
+  refunds?: RefundPlan;
+}
+
+/** What one run's clients sent, and what came back: every payment exchange and every refund exchange. */
+export interface LoadResult {
+  exchanges: Exchange[];
+  refunds: RefundExchange[];
 }
 
 interface LoadPlan {
@@ -69,19 +109,54 @@ export function planOperations(count: number, clients: readonly ChaosClient[], r
       ['double_submit', 5],
     ]);
     const withOrder = scenario === 'double_submit' || random() < 0.3;
+    const client = clients[Math.floor(random() * clients.length)];
+    const amount = 100 + Math.floor(random() * 99_900);
+    const currency = CURRENCIES[Math.floor(random() * CURRENCIES.length)];
+    const paymentMethod = pick(random, TOKEN_MIX);
+    // Drawn for every operation, used or not, so the draws after it never depend on this one's.
+    const refunds = planRefunds(random);
+    const roll = random();
+    // A key reuse refunds nothing: its second exchange is about the key, not the payment.
+    const refunded = scenario !== 'reuse_key' && (REFUND_FAULT_TOKENS.has(paymentMethod) || roll < REFUND_SHARE);
     return {
       index,
       scenario,
-      client: clients[Math.floor(random() * clients.length)],
+      client,
       body: {
-        amount: 100 + Math.floor(random() * 99_900),
-        currency: CURRENCIES[Math.floor(random() * CURRENCIES.length)],
-        payment_method: pick(random, TOKEN_MIX),
+        amount,
+        currency,
+        payment_method: paymentMethod,
         ...(withOrder ? { order_id: `ord_chaos_${index}` } : {}),
         metadata: { chaos_op: String(index) },
       },
+      ...(refunded ? { refunds } : {}),
     };
   });
+}
+
+/** A refund plan, as shares of the payment's amount; always the same number of draws. */
+function planRefunds(random: Random): RefundPlan {
+  const scenario = pick<RefundScenario>(random, [
+    ['partial', 50],
+    ['in_turns', 25],
+    ['concurrent', 25],
+  ]);
+  const share = 0.1 + random() * 0.8;
+  const concurrent = Array.from({ length: 4 }, () => 0.25 + random() * 0.35);
+  const width = 2 + Math.floor(random() * 3);
+  switch (scenario) {
+    case 'partial':
+      return { scenario, steps: [[share]] };
+    case 'in_turns':
+      return { scenario, steps: [[share], [undefined], [0]] };
+    case 'concurrent':
+      return { scenario, steps: [concurrent.slice(0, width)] };
+  }
+}
+
+/** A share of a payment as a refund's amount: at least 1 (0 stands for exactly 1). */
+function refundAmount(paymentAmount: number, share: number | undefined): number | undefined {
+  return share === undefined ? undefined : Math.max(1, Math.floor(paymentAmount * share));
 }
 
 /**
@@ -93,8 +168,9 @@ export async function runLoad(
   plan: LoadPlan,
   send: { urls: readonly string[]; policy: ClientRetryPolicy },
   onDone: (finished: number) => void = () => undefined,
-): Promise<Exchange[]> {
+): Promise<LoadResult> {
   const exchanges: Exchange[] = [];
+  const refunds: RefundExchange[] = [];
   const started = Date.now();
   const gapMs = plan.durationMs / Math.max(1, operations.length);
   let next = 0;
@@ -103,12 +179,49 @@ export async function runLoad(
     for (let i = next++; i < operations.length; i = next++) {
       const wait = started + i * gapMs - Date.now();
       if (wait > 0) await delay(wait);
-      exchanges.push(...(await runOperation(operations[i], send)));
+      const paid = await runOperation(operations[i], send);
+      exchanges.push(...paid);
+      refunds.push(...(await runRefunds(operations[i], paid, send)));
       onDone(++finished);
     }
   };
   await Promise.all(Array.from({ length: Math.min(plan.concurrency, operations.length) }, runner));
-  return exchanges;
+  return { exchanges, refunds };
+}
+
+/**
+ * The operation's refunds, once its payment succeeded (a 201 it was told):
+ * each refund is sent by its own careful client under its own key, steps one
+ * after another and the refunds of a step at once.
+ */
+async function runRefunds(
+  op: Operation,
+  paid: readonly Exchange[],
+  send: { urls: readonly string[]; policy: ClientRetryPolicy },
+): Promise<RefundExchange[]> {
+  if (!op.refunds) return [];
+  const succeeded = paid.flatMap((exchange) => {
+    const last = exchange.replies.at(-1);
+    return !exchange.reuse && last?.kind === 'http' && last.status === 201 && last.paymentId ? [last.paymentId] : [];
+  });
+  if (succeeded.length === 0) return [];
+  const paymentId = succeeded[0];
+  const paymentAmount = op.body.amount as number;
+  const done: RefundExchange[] = [];
+  for (const step of op.refunds.steps) {
+    done.push(
+      ...(await Promise.all(
+        step.map(async (share): Promise<RefundExchange> => {
+          const amount = refundAmount(paymentAmount, share);
+          const body = { payment: paymentId, ...(amount === undefined ? {} : { amount }), metadata: { chaos_op: String(op.index) } };
+          const request: PayRequest = { urls: send.urls, path: '/v1/refunds', apiKey: op.client.apiKey, key: randomUUID(), body };
+          const result = await payWithRetries(request, send.policy);
+          return { clientId: op.client.id, key: result.key, paymentId, paymentAmount, scenario: op.refunds!.scenario, replies: result.replies };
+        }),
+      )),
+    );
+  }
+  return done;
 }
 
 async function runOperation(

@@ -7,9 +7,12 @@ import {
   type EventRow,
   type Exchange,
   type FinalPayment,
+  type FinalRefund,
   type KeyRow,
   type MerchantEventsInput,
   type Outage,
+  type RefundExchange,
+  type RefundKeyRow,
   judge,
   missingEvents,
 } from './verdict';
@@ -25,6 +28,8 @@ function cleanAudit(overrides: Partial<Record<(typeof VIOLATION_KINDS)[number], 
     ok: Object.keys(overrides).length === 0,
     payments: { total: 0, pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
     charges: { total: 3, pending: 0, succeeded: 2, failed: 1 },
+    refunds: { total: 0, pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
+    provider_refunds: { total: 0, pending: 0, succeeded: 0, failed: 0 },
     requires_review_charged: 0,
     violations,
   };
@@ -49,10 +54,11 @@ function sut(
   audit: AuditReport = cleanAudit(),
   outages: Outage[] = [],
 ) {
-  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, pendingAfterDrain: [], merchantEvents: NO_EVENTS, maxExamples: 2 });
+  return judge({ exchanges, payments, keys, audit, outages, unexpectedExits: 0, pendingAfterDrain: [], merchantEvents: NO_EVENTS, ...NO_REFUNDS, maxExamples: 2 });
 }
 
-const NO_EVENTS: MerchantEventsInput = { payments: [], events: [], endpoints: [] };
+const NO_EVENTS: MerchantEventsInput = { payments: [], refunds: [], events: [], endpoints: [] };
+const NO_REFUNDS = { refundExchanges: [], refunds: [], refundKeys: [], refundsUndecidedAfterDrain: [] };
 
 const exchange = (key: string, replies: Reply[], reuse = false): Exchange => ({ clientId: 'c1', key, replies, reuse });
 const paid = (id: string, msToTerminal = 100): FinalPayment => ({ id, status: 'succeeded', msToTerminal });
@@ -86,6 +92,9 @@ describe('judge', () => {
       events: 0,
       webhook_latency_ms: { p50: null, p99: null },
       webhook_receipts: { total: 0, duplicates: 0, answers: {} },
+      refunds: 0,
+      refunds_by_status: { pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
+      refund_answers: {},
       by_status: { pending: 0, succeeded: 1, failed: 1, requires_review: 1 },
       answers: {
         'network ECONNRESET': 1,
@@ -157,6 +166,7 @@ describe('judge', () => {
       unexpectedExits: 0,
       pendingAfterDrain: ['pay_2'],
       merchantEvents: NO_EVENTS,
+      ...NO_REFUNDS,
       maxExamples: 2,
     });
 
@@ -218,6 +228,7 @@ describe('judge', () => {
       unexpectedExits: 1,
       pendingAfterDrain: [],
       merchantEvents: NO_EVENTS,
+      ...NO_REFUNDS,
       maxExamples: 2,
     });
     expect(verdict).toMatchObject({ ok: false, violations: { unexpected_exits: 1 } });
@@ -269,7 +280,7 @@ describe('judge', () => {
         violations: { hangs: 1 },
         postgres_outages: { requests: 2, answers: { 'network TimeoutError': 2 } },
       });
-      expect(verdict.examples?.hangs).toEqual([{ key: 'k1', sent_at: new Date(12_000).toISOString() }]);
+      expect(verdict.examples?.hangs).toEqual([{ operation: 'payment', key: 'k1', sent_at: new Date(12_000).toISOString() }]);
     });
 
     it('fails an outage after which the APIs were never ready again', () => {
@@ -279,7 +290,15 @@ describe('judge', () => {
   });
 
   describe('merchant events', () => {
-    const event = (id: string, paymentId: string, type: EventType, createdAtMs = 1_000, clientId = 'c1'): EventRow => ({
+    /** A run's events, of payments alone unless refunds are given. */
+    type EventsInput = Omit<MerchantEventsInput, 'refunds'> & { refunds?: MerchantEventsInput['refunds'] };
+    const event = (
+      id: string,
+      paymentId: string,
+      type: EventType,
+      createdAtMs = 1_000,
+      clientId = 'c1',
+    ): EventRow & { paymentId: string } => ({
       id,
       clientId,
       type,
@@ -296,7 +315,7 @@ describe('judge', () => {
       at: number,
       verified = true,
     ): Receipt => ({ webhookId, body: body(webhookId, paymentId, type), verified, answer, at });
-    const judgeEvents = (merchantEvents: MerchantEventsInput) =>
+    const judgeEvents = (merchantEvents: EventsInput) =>
       judge({
         exchanges: [],
         payments: [],
@@ -305,7 +324,8 @@ describe('judge', () => {
         outages: [],
         unexpectedExits: 0,
         pendingAfterDrain: [],
-        merchantEvents,
+        merchantEvents: { refunds: [], ...merchantEvents },
+        ...NO_REFUNDS,
         maxExamples: 2,
       });
 
@@ -390,7 +410,7 @@ describe('judge', () => {
     });
 
     it('counts a final status that no event announces as missing, and asks nothing of a pending payment', () => {
-      const input: MerchantEventsInput = {
+      const input: EventsInput = {
         payments: [
           { id: 'pay_1', clientId: 'c1', status: 'succeeded' },
           { id: 'pay_2', clientId: 'c1', status: 'pending' },
@@ -400,7 +420,7 @@ describe('judge', () => {
         endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.requires_review', 204, 1_100)] }],
       };
 
-      expect(missingEvents(input)).toEqual([
+      expect(missingEvents({ refunds: [], ...input })).toEqual([
         { event_id: null, payment_id: 'pay_1', type: 'payment.succeeded', why: 'no event announces its status' },
       ]);
       expect(judgeEvents(input)).toMatchObject({ ok: false, events_missing: 1 });
@@ -409,6 +429,7 @@ describe('judge', () => {
     it('has nothing missing once every event got its 2xx: the end of the run’s wait', () => {
       expect(
         missingEvents({
+          refunds: [],
           payments: [{ id: 'pay_1', clientId: 'c1', status: 'failed' }],
           events: [event('evt_a', 'pay_1', 'payment.failed')],
           endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 'pay_1', 'payment.failed', 204, 1_100)] }],
@@ -471,6 +492,226 @@ describe('judge', () => {
       expect(verdict.examples?.events_foreign).toEqual([
         { client_id: 'c2', webhook_id: 'evt_a', payment_id: 'pay_1', owner: 'c1' },
         { client_id: 'c2', webhook_id: 'evt_x', payment_id: 'pay_404', owner: null },
+      ]);
+    });
+  });
+
+  describe('refunds', () => {
+    const refundExchange = (key: string, replies: Reply[], paymentId = 'pay_1', paymentAmount = 1_000): RefundExchange => ({
+      clientId: 'c1',
+      key,
+      paymentId,
+      paymentAmount,
+      scenario: 'partial',
+      replies,
+    });
+    const refunded = (refundId: string, amount: number) => http(201, { refundId, refundStatus: 'succeeded', amount });
+    const refused = (refundId: string, amount: number) =>
+      http(402, { code: 'refund_failed', refundId, refundStatus: 'failed', amount });
+    const refund = (id: string, amount: number, status: FinalRefund['status'] = 'succeeded', paymentId = 'pay_1'): FinalRefund => ({
+      id,
+      paymentId,
+      amount,
+      status,
+    });
+    const key = (k: string, refundId: string): RefundKeyRow => ({ clientId: 'c1', key: k, refundId });
+    const judgeRefunds = (
+      refundExchanges: RefundExchange[],
+      refunds: FinalRefund[],
+      refundKeys: RefundKeyRow[],
+      extra: { audit?: AuditReport; refundsUndecidedAfterDrain?: string[] } = {},
+    ) =>
+      judge({
+        exchanges: [],
+        payments: [paid('pay_1')],
+        keys: [],
+        audit: extra.audit ?? cleanAudit(),
+        outages: [],
+        unexpectedExits: 0,
+        pendingAfterDrain: [],
+        merchantEvents: NO_EVENTS,
+        refundExchanges,
+        refunds,
+        refundKeys,
+        refundsUndecidedAfterDrain: extra.refundsUndecidedAfterDrain ?? [],
+        maxExamples: 2,
+      });
+
+    it('passes refunds the ledger agrees with, refusals that wrote nothing, and counts them apart from the payments’ answers', () => {
+      const verdict = judgeRefunds(
+        [
+          refundExchange('r1', [lostReply, http(409, { code: 'idempotency_key_in_use' }), refunded('re_1', 400)]),
+          refundExchange('r2', [http(202, { refundId: 're_2', refundStatus: 'pending', amount: 600 }), refunded('re_2', 600)]),
+          refundExchange('r3', [http(400, { code: 'amount_too_large' })]),
+          refundExchange('r4', [refused('re_3', 300)]),
+        ],
+        [refund('re_1', 400), refund('re_2', 600), refund('re_3', 300, 'failed')],
+        [key('r1', 're_1'), key('r2', 're_2'), key('r4', 're_3')],
+      );
+
+      expect(verdict).toMatchObject({
+        ...CLEAN_VERDICT,
+        requests: 7,
+        refunds: 3,
+        refunds_by_status: { pending: 0, succeeded: 2, failed: 1, requires_review: 0 },
+        refund_answers: {
+          'network ECONNRESET': 1,
+          '409 idempotency_key_in_use': 1,
+          '201': 2,
+          '202': 1,
+          '400 amount_too_large': 1,
+          '402 refund_failed': 1,
+        },
+        answers: {},
+      });
+      expect(verdict.examples).toBeUndefined();
+    });
+
+    it('counts a refund named to a client but missing from the ledger, or whose key lost it, as lost', () => {
+      const verdict = judgeRefunds([refundExchange('r1', [http(202, { refundId: 're_1', refundStatus: 'pending' })])], [], []);
+
+      expect(verdict).toMatchObject({ ok: false, lost_refunds: 2 });
+      expect(verdict.examples?.lost_refunds).toEqual([
+        { key: 'r1', refund_id: 're_1', why: 'named to the client, missing from the ledger' },
+        { key: 'r1', refund_id: null, why: 'accepted key without its refund' },
+      ]);
+    });
+
+    it.each(['failed', 'pending', 'requires_review'] as const)('counts a refund answered 201 that ended %s as lost', (status) => {
+      const verdict = judgeRefunds([refundExchange('r1', [refunded('re_1', 400)])], [refund('re_1', 400, status)], [key('r1', 're_1')]);
+
+      expect(verdict).toMatchObject({ ok: false, lost_refunds: 1 });
+      expect(verdict.examples?.lost_refunds).toEqual([{ key: 'r1', refund_id: 're_1', why: `answered 201, ${status} in the ledger` }]);
+    });
+
+    it('flags a refund answered 402 that succeeded after all, and a refund of another payment than the one asked', () => {
+      const verdict = judgeRefunds(
+        [refundExchange('r1', [refused('re_1', 400)]), refundExchange('r2', [refunded('re_2', 100)])],
+        [refund('re_1', 400), refund('re_2', 100, 'succeeded', 'pay_9')],
+        [key('r1', 're_1'), key('r2', 're_2')],
+      );
+
+      expect(verdict).toMatchObject({ ok: false, lost_refunds: 0, violations: { contradicted: 2 } });
+      expect(verdict.examples?.contradicted).toEqual([
+        { key: 'r1', refund_id: 're_1', told: 'failed', ledger: 'succeeded' },
+        { key: 'r2', refund_id: 're_2', asked: 'pay_1', ledger: 'pay_9' },
+      ]);
+    });
+
+    it('counts one key that gave two refunds as a double refund, and adds the audit’s', () => {
+      const verdict = judgeRefunds(
+        [refundExchange('r1', [refunded('re_1', 100), refunded('re_2', 100)])],
+        [refund('re_1', 100), refund('re_2', 100)],
+        [key('r1', 're_1')],
+        { audit: cleanAudit({ double_refund: 2 }) },
+      );
+
+      expect(verdict).toMatchObject({ ok: false, double_refunds: 3, violations: { contradicted: 1, audit: 2 } });
+      expect(verdict.examples?.key_refunded_twice).toEqual([{ key: 'r1', refunds: 're_1,re_2' }]);
+    });
+
+    it('counts a payment whose refunds answered 201 sum above it as over-refunded, and adds the audit’s', () => {
+      const verdict = judgeRefunds(
+        [refundExchange('r1', [refunded('re_1', 600)]), refundExchange('r2', [refunded('re_2', 500)])],
+        [refund('re_1', 600), refund('re_2', 500)],
+        [key('r1', 're_1'), key('r2', 're_2')],
+        { audit: cleanAudit({ over_refund: 1 }) },
+      );
+
+      expect(verdict).toMatchObject({ ok: false, over_refunds: 2 });
+      expect(verdict.examples?.over_refunds).toEqual([{ payment_id: 'pay_1', amount: 1_000, told_refunded: 1_100, refunds: 're_1,re_2' }]);
+    });
+
+    it('counts the audit’s orphan refunds', () => {
+      const verdict = judgeRefunds([], [], [], { audit: cleanAudit({ orphan_refund: 3 }) });
+
+      expect(verdict).toMatchObject({ ok: false, orphan_refunds: 3, violations: { audit: 3 } });
+      expect(verdict.examples?.['audit orphan_refund']).toEqual([{ payment_id: 'pay_orphan_refund' }]);
+    });
+
+    it('fails on any other refund finding of the audit', () => {
+      const verdict = judgeRefunds([], [], [], { audit: cleanAudit({ refund_sums_mismatch: 1 }) });
+      expect(verdict).toMatchObject({ ok: false, violations: { audit: 1 } });
+    });
+
+    it('counts a refund pending or in review when the drain ended as not terminal', () => {
+      const verdict = judgeRefunds([], [refund('re_1', 100, 'requires_review'), refund('re_2', 100, 'pending')], [], {
+        refundsUndecidedAfterDrain: ['re_1', 're_2'],
+      });
+
+      expect(verdict).toMatchObject({ ok: false, non_terminal_refunds: 2, refunds: 2 });
+      expect(verdict.examples?.non_terminal_refunds).toEqual([{ refund_id: 're_1' }, { refund_id: 're_2' }]);
+    });
+
+    it('counts the requests of refunds sent while Postgres was down, and their hangs', () => {
+      const verdict = judge({
+        exchanges: [],
+        payments: [],
+        keys: [],
+        audit: cleanAudit(),
+        outages: [{ fromMs: 10_000, toMs: 13_000, recoveryMs: 400 }],
+        unexpectedExits: 0,
+        pendingAfterDrain: [],
+        merchantEvents: NO_EVENTS,
+        refundExchanges: [refundExchange('r1', [timedOut(11_000), http(500, { code: 'internal_error', at: 14_000 })])],
+        refunds: [],
+        refundKeys: [],
+        refundsUndecidedAfterDrain: [],
+        maxExamples: 2,
+      });
+
+      expect(verdict).toMatchObject({
+        ok: false,
+        requests: 2,
+        violations: { hangs: 1, server_errors: 1 },
+        postgres_outages: { requests: 1, answers: { 'network TimeoutError': 1 } },
+      });
+      expect(verdict.examples?.hangs).toEqual([{ operation: 'refund', key: 'r1', sent_at: new Date(11_000).toISOString() }]);
+    });
+
+    it('expects each final refund announced at its client’s endpoint, and no refund event elsewhere', () => {
+      const refundEvent = (id: string, refundId: string, type: EventType): EventRow => ({
+        id,
+        clientId: 'c1',
+        type,
+        paymentId: null,
+        refundId,
+        createdAtMs: 1_000,
+      });
+      const receipt = (webhookId: string, refundId: string, type: EventType): Receipt => ({
+        webhookId,
+        body: JSON.stringify({ id: webhookId, object: 'event', type, data: { object: { id: refundId } } }),
+        verified: true,
+        answer: 204,
+        at: 1_100,
+      });
+      const input: MerchantEventsInput = {
+        payments: [],
+        refunds: [
+          { id: 're_1', clientId: 'c1', status: 'succeeded' },
+          { id: 're_2', clientId: 'c1', status: 'failed' },
+          { id: 're_3', clientId: 'c1', status: 'pending' },
+        ],
+        events: [refundEvent('evt_a', 're_1', 'refund.succeeded')],
+        endpoints: [{ clientId: 'c1', receipts: [receipt('evt_a', 're_1', 'refund.succeeded')] }],
+      };
+
+      expect(missingEvents(input)).toEqual([{ event_id: null, refund_id: 're_2', type: 'refund.failed', why: 'no event announces its status' }]);
+      const verdict = judge({
+        exchanges: [],
+        payments: [],
+        keys: [],
+        audit: cleanAudit(),
+        outages: [],
+        unexpectedExits: 0,
+        pendingAfterDrain: [],
+        merchantEvents: { ...input, events: [...input.events, refundEvent('evt_b', 're_2', 'refund.failed')] },
+        ...NO_REFUNDS,
+        maxExamples: 2,
+      });
+      expect(verdict).toMatchObject({ events: 2, events_missing: 1, violations: { events_foreign: 0 } });
+      expect(verdict.examples?.events_missing).toEqual([
+        { event_id: 'evt_b', refund_id: 're_2', type: 'refund.failed', why: 'no 2xx at its endpoint' },
       ]);
     });
   });

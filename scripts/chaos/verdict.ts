@@ -3,12 +3,14 @@ import type { HttpReply, Reply } from '../../test/support/payment-client';
 import type { Receipt } from '../../test/support/webhook-receiver';
 import type { EventResource } from '../../src/merchant-events/event';
 import type { EventType } from '../../src/ledger/outbox';
+import type { OperationStatus } from '../../src/ledger/operation';
 import type { PaymentStatus } from '../../src/ledger/payments.table';
 
 /**
  * The chaos run's judgement, as a pure function: what the clients were told,
  * what the database and the provider hold at the end, and the ledger audit in;
- * the one summary line out. Every count under `violations` must be zero.
+ * the one summary line out. Every count under `violations` must be zero, and
+ * so must every count CLEAN_VERDICT names.
  */
 
 /** Everything one client sent under one key, and what came back. */
@@ -20,10 +22,37 @@ export interface Exchange {
   reuse: boolean;
 }
 
+/** Everything one client sent under one key to refund one of its payments, and what came back. */
+export interface RefundExchange {
+  clientId: string;
+  key: string;
+  /** The payment refunded, and its amount: what the refunds of it may add up to at most. */
+  paymentId: string;
+  paymentAmount: number;
+  /** How the payment was refunded (see load.ts), for the examples. */
+  scenario: string;
+  replies: readonly Reply[];
+}
+
+/** A refund at the end. */
+export interface FinalRefund {
+  id: string;
+  paymentId: string;
+  amount: number;
+  status: OperationStatus;
+}
+
+/** A refund's idempotency key row. */
+export interface RefundKeyRow {
+  clientId: string;
+  key: string;
+  refundId: string;
+}
+
 export interface FinalPayment {
   id: string;
   status: PaymentStatus;
-  /** updated_at - created_at: how long the payment took to become terminal. */
+  /** From created_at to its last status event (its updated_at, but for a refund of it since): how long it took to become terminal. */
   msToTerminal: number;
 }
 
@@ -33,19 +62,22 @@ export interface KeyRow {
   paymentId: string;
 }
 
-/** A payment at the end and its client: the one whose endpoint its events must reach. */
+/** A payment (or a refund) at the end and its client: the one whose endpoint its events must reach. */
 export interface OwnedPayment {
   id: string;
   clientId: string;
   status: PaymentStatus;
 }
 
-/** A row of the events table: one status change of one payment. */
+/** A row of the events table: one status change of one payment, or of one refund. */
 export interface EventRow {
   id: string;
   clientId: string;
   type: EventType;
-  paymentId: string;
+  /** The payment it announces; null for a refund's event. */
+  paymentId: string | null;
+  /** The refund it announces, if it is a refund's. */
+  refundId?: string | null;
   /** created_at (epoch ms): the start of the transaction that committed the change. */
   createdAtMs: number;
 }
@@ -59,6 +91,7 @@ export interface EndpointReceipts {
 /** What the database says was announced, and what the merchants' endpoints got. */
 export interface MerchantEventsInput {
   payments: readonly OwnedPayment[];
+  refunds: readonly OwnedPayment[];
   events: readonly EventRow[];
   endpoints: readonly EndpointReceipts[];
 }
@@ -86,6 +119,13 @@ interface VerdictInput {
    */
   pendingAfterDrain: readonly string[];
   merchantEvents: MerchantEventsInput;
+  /** What the refunding clients sent and were told. */
+  refundExchanges: readonly RefundExchange[];
+  /** The refunds table at the end, and the keys of refunds. */
+  refunds: readonly FinalRefund[];
+  refundKeys: readonly RefundKeyRow[];
+  /** Refunds still pending or in review when the drain ended: every refund must be final by then. */
+  refundsUndecidedAfterDrain: readonly string[];
   maxExamples: number;
 }
 
@@ -118,12 +158,35 @@ interface Verdict {
    * one already. At least once allows them; the webhook-id lets the merchant drop them.
    */
   webhook_receipts: { total: number; duplicates: number; answers: Record<string, number> };
+  /** Refunds made (rows of the refunds table). */
+  refunds: number;
+  /**
+   * A refund given twice: by the audit, one refund the provider made more
+   * than once (or two under one provider key); by the clients, one key that
+   * named two refunds, both not failed.
+   */
+  double_refunds: number;
+  /** Provider refunds that belong to no refund of ours (the audit's orphan_refund). */
+  orphan_refunds: number;
+  /**
+   * More given back than taken: by the audit, a payment whose refunds not
+   * failed, or a charge whose provider refunds not failed, sum above its
+   * amount; by the clients, a payment whose refunds answered 201 do.
+   */
+  over_refunds: number;
+  /** A refund named to a client (201, 402, 202) that the database does not have, or a 201 whose refund did not end succeeded. */
+  lost_refunds: number;
+  /** Refunds still pending or in review when the drain ended. */
+  non_terminal_refunds: number;
+  refunds_by_status: Record<OperationStatus, number>;
   /** No violation of any kind. */
   ok: boolean;
   by_status: Record<PaymentStatus, number>;
-  /** Answers the clients received, by status (and error code), and network failures by cause. */
+  /** Answers the payment clients received, by status (and error code), and network failures by cause. */
   answers: Record<string, number>;
-  /** What the clients saw while Postgres was down: the requests in flight at any time of an outage. */
+  /** Answers the refund clients received, likewise. */
+  refund_answers: Record<string, number>;
+  /** What the clients (paying and refunding) saw while Postgres was down: the requests in flight at any time of an outage. */
   postgres_outages: {
     count: number;
     down_ms: number;
@@ -133,7 +196,10 @@ interface Verdict {
   };
   /** Further checks, zero when all is well. */
   violations: {
-    /** A final answer the ledger disagrees with, or a key that maps to another payment than the one it named. */
+    /**
+     * A final answer the ledger disagrees with, or a key that maps to another
+     * payment (or refund) than the one it named, or a refund of another payment than the one asked.
+     */
     contradicted: number;
     /** A key reused with another body that was not refused with 422. */
     reuse_not_refused: number;
@@ -175,6 +241,11 @@ export const CLEAN_VERDICT = {
   pending_after_drain: 0,
   events_missing: 0,
   events_split: 0,
+  double_refunds: 0,
+  orphan_refunds: 0,
+  over_refunds: 0,
+  lost_refunds: 0,
+  non_terminal_refunds: 0,
   violations: {
     contradicted: 0,
     reuse_not_refused: 0,
@@ -213,6 +284,11 @@ function namesPayment(reply: Reply): reply is HttpReply & { paymentId: string } 
   return reply.kind === 'http' && [201, 202, 402].includes(reply.status) && reply.paymentId !== undefined;
 }
 
+/** Likewise for a refund. */
+function namesRefund(reply: Reply): reply is HttpReply & { refundId: string } {
+  return reply.kind === 'http' && [201, 202, 402].includes(reply.status) && reply.refundId !== undefined;
+}
+
 export function judge(input: VerdictInput): Verdict {
   const examples: Record<string, Example[]> = {};
   const note = (kind: string, example: Example) => {
@@ -234,22 +310,26 @@ export function judge(input: VerdictInput): Verdict {
   let reuseNotRefused = 0;
   let serverErrors = 0;
   let keysChargedTwice = 0;
-
-  for (const exchange of input.exchanges) {
-    requests += exchange.replies.length;
-    for (const reply of exchange.replies) {
+  /** Counts one exchange's requests and answers, under `tally`, and what happened during outages. */
+  const countReplies = (operation: 'payment' | 'refund', key: string, replies: readonly Reply[], tally: Record<string, number>) => {
+    requests += replies.length;
+    for (const reply of replies) {
       const answer = label(reply);
-      answers[answer] = (answers[answer] ?? 0) + 1;
+      tally[answer] = (tally[answer] ?? 0) + 1;
       if (reply.kind === 'http' && reply.status === 500) serverErrors++;
       if (duringOutage(reply)) {
         outageRequests++;
         outageAnswers[answer] = (outageAnswers[answer] ?? 0) + 1;
         if (answer === CLIENT_TIMEOUT && sentWhileDown(reply)) {
           hangs++;
-          note('hangs', { key: exchange.key, sent_at: new Date(reply.at).toISOString() });
+          note('hangs', { operation, key, sent_at: new Date(reply.at).toISOString() });
         }
       }
     }
+  };
+
+  for (const exchange of input.exchanges) {
+    countReplies('payment', exchange.key, exchange.replies, answers);
     const last = exchange.replies.at(-1);
     if (exchange.reuse) {
       if (last?.kind !== 'http' || last.status !== 422) {
@@ -291,6 +371,10 @@ export function judge(input: VerdictInput): Verdict {
     }
   }
 
+  const refundAnswers: Record<string, number> = {};
+  const refunds = judgeRefunds(input, note, (exchange) => countReplies('refund', exchange.key, exchange.replies, refundAnswers));
+  contradicted += refunds.contradicted;
+
   const byStatus: Record<PaymentStatus, number> = { pending: 0, succeeded: 0, failed: 0, requires_review: 0 };
   let maxMsToTerminal = 0;
   for (const payment of input.payments) {
@@ -305,6 +389,9 @@ export function judge(input: VerdictInput): Verdict {
   for (const paymentId of input.pendingAfterDrain) note('pending_after_drain', { payment_id: paymentId });
   const auditViolations = Object.values(audited).reduce((sum, found) => sum + found.count, 0);
   const doubleCharges = audited.double_charge.count + audited.order_charged_twice.count + keysChargedTwice;
+  const doubleRefunds = audited.double_refund.count + refunds.keysRefundedTwice;
+  const overRefunds = audited.over_refund.count + refunds.toldOverRefunded;
+  for (const refundId of input.refundsUndecidedAfterDrain) note('non_terminal_refunds', { refund_id: refundId });
   const merchantEvents = judgeMerchantEvents(input.merchantEvents, note);
   const violations = {
     contradicted,
@@ -334,8 +421,20 @@ export function judge(input: VerdictInput): Verdict {
     events_split: merchantEvents.split,
     webhook_latency_ms: merchantEvents.latencyMs,
     webhook_receipts: merchantEvents.receipts,
+    refunds: input.refunds.length,
+    double_refunds: doubleRefunds,
+    orphan_refunds: audited.orphan_refund.count,
+    over_refunds: overRefunds,
+    lost_refunds: refunds.lost,
+    non_terminal_refunds: input.refundsUndecidedAfterDrain.length,
+    refunds_by_status: refunds.byStatus,
     ok:
       doubleCharges === 0 &&
+      doubleRefunds === 0 &&
+      audited.orphan_refund.count === 0 &&
+      overRefunds === 0 &&
+      refunds.lost === 0 &&
+      input.refundsUndecidedAfterDrain.length === 0 &&
       audited.orphan_charge.count === 0 &&
       lost === 0 &&
       byStatus.pending === 0 &&
@@ -345,6 +444,7 @@ export function judge(input: VerdictInput): Verdict {
       Object.values(violations).every((count) => count === 0),
     by_status: byStatus,
     answers,
+    refund_answers: refundAnswers,
     postgres_outages: {
       count: input.outages.length,
       down_ms: input.outages.reduce((sum, outage) => sum + outage.toMs - outage.fromMs, 0),
@@ -356,6 +456,84 @@ export function judge(input: VerdictInput): Verdict {
   };
   if (Object.keys(examples).length > 0) verdict.examples = examples;
   return verdict;
+}
+
+/**
+ * What the refunding clients were told against what the ledger holds at the
+ * end: every refund named to a client exists, under the key that named it
+ * and for the payment asked; a 201 ended succeeded and a 402 failed; one key
+ * never gave two refunds; and the refunds a client was told succeeded never
+ * add up to more than the payment.
+ */
+function judgeRefunds(
+  input: VerdictInput,
+  note: (kind: string, example: Example) => void,
+  countReplies: (exchange: RefundExchange) => void,
+) {
+  const refundById = new Map(input.refunds.map((refund) => [refund.id, refund]));
+  const keyRow = new Map(input.refundKeys.map((row) => [`${row.clientId}/${row.key}`, row]));
+  const toldRefunded = new Map<string, { amount: number; refunded: number; refunds: string[] }>();
+  let lost = 0;
+  let contradicted = 0;
+  let keysRefundedTwice = 0;
+
+  for (const exchange of input.refundExchanges) {
+    countReplies(exchange);
+    const named = new Set(exchange.replies.filter(namesRefund).map((reply) => reply.refundId));
+    for (const refundId of named) {
+      if (!refundById.has(refundId)) {
+        lost++;
+        note('lost_refunds', { key: exchange.key, refund_id: refundId, why: 'named to the client, missing from the ledger' });
+      }
+    }
+    if (named.size > 0) {
+      const row = keyRow.get(`${exchange.clientId}/${exchange.key}`);
+      if (!row || !refundById.has(row.refundId)) {
+        lost++;
+        note('lost_refunds', { key: exchange.key, refund_id: row?.refundId ?? null, why: 'accepted key without its refund' });
+      } else if (!named.has(row.refundId) || named.size > 1) {
+        contradicted++;
+        note('contradicted', { key: exchange.key, refund_id: row.refundId, named: [...named].join(',') });
+      }
+    }
+    const given = [...named].filter((id) => refundById.has(id) && refundById.get(id)!.status !== 'failed');
+    if (given.length > 1) {
+      keysRefundedTwice++;
+      note('key_refunded_twice', { key: exchange.key, refunds: given.join(',') });
+    }
+
+    const last = exchange.replies.at(-1);
+    const final = last?.kind === 'http' && last.refundId !== undefined ? last : undefined;
+    const refund = final && refundById.get(final.refundId!);
+    if (!final || !refund) continue;
+    if (refund.paymentId !== exchange.paymentId) {
+      contradicted++;
+      note('contradicted', { key: exchange.key, refund_id: refund.id, asked: exchange.paymentId, ledger: refund.paymentId });
+    }
+    if (final.status === 201) {
+      if (refund.status !== 'succeeded') {
+        lost++;
+        note('lost_refunds', { key: exchange.key, refund_id: refund.id, why: `answered 201, ${refund.status} in the ledger` });
+      }
+      const told = toldRefunded.get(exchange.paymentId) ?? { amount: exchange.paymentAmount, refunded: 0, refunds: [] };
+      told.refunded += final.amount ?? refund.amount;
+      told.refunds.push(refund.id);
+      toldRefunded.set(exchange.paymentId, told);
+    } else if (final.status === 402 && refund.status !== 'failed') {
+      contradicted++;
+      note('contradicted', { key: exchange.key, refund_id: refund.id, told: 'failed', ledger: refund.status });
+    }
+  }
+
+  let toldOverRefunded = 0;
+  for (const [paymentId, told] of toldRefunded) {
+    if (told.refunded <= told.amount) continue;
+    toldOverRefunded++;
+    note('over_refunds', { payment_id: paymentId, amount: told.amount, told_refunded: told.refunded, refunds: told.refunds.join(',') });
+  }
+  const byStatus: Record<OperationStatus, number> = { pending: 0, succeeded: 0, failed: 0, requires_review: 0 };
+  for (const refund of input.refunds) byStatus[refund.status]++;
+  return { lost, contradicted, keysRefundedTwice, toldOverRefunded, byStatus };
 }
 
 const is2xx = (receipt: Receipt) => typeof receipt.answer === 'number' && receipt.answer >= 200 && receipt.answer < 300;
@@ -376,24 +554,33 @@ function firstDeliveries(endpoints: readonly EndpointReceipts[]): Map<string, nu
   return first;
 }
 
+/** The payment or refund an event announces, named as an example names it. */
+function subjectOf(event: EventRow): Example {
+  return event.refundId ? { refund_id: event.refundId } : { payment_id: event.paymentId };
+}
+
 /**
  * What the merchants were never told: events with no 2xx at their client's
- * endpoint, and final payments whose status no event announces (a change
- * committed without its event). Empty is also the end of the chaos run's wait.
+ * endpoint, and final payments and refunds whose status no event announces (a
+ * change committed without its event). Empty is also the end of the chaos run's wait.
  */
 export function missingEvents(input: MerchantEventsInput): Example[] {
   const delivered = firstDeliveries(input.endpoints);
   const missing: Example[] = [];
   for (const event of input.events) {
     if (!delivered.has(receivedKey(event.clientId, event.id))) {
-      missing.push({ event_id: event.id, payment_id: event.paymentId, type: event.type, why: 'no 2xx at its endpoint' });
+      missing.push({ event_id: event.id, ...subjectOf(event), type: event.type, why: 'no 2xx at its endpoint' });
     }
   }
-  const announced = new Set(input.events.map((event) => `${event.paymentId} ${event.type}`));
-  for (const payment of input.payments) {
-    if (payment.status !== 'pending' && !announced.has(`${payment.id} payment.${payment.status}`)) {
-      const type = `payment.${payment.status}`;
-      missing.push({ event_id: null, payment_id: payment.id, type, why: 'no event announces its status' });
+  const announced = new Set(input.events.map((event) => `${event.refundId ?? event.paymentId} ${event.type}`));
+  const rows = [
+    ...input.payments.map((row) => ({ row, object: 'payment', idField: 'payment_id' })),
+    ...input.refunds.map((row) => ({ row, object: 'refund', idField: 'refund_id' })),
+  ];
+  for (const { row, object, idField } of rows) {
+    const type = `${object}.${row.status}`;
+    if (row.status !== 'pending' && !announced.has(`${row.id} ${type}`)) {
+      missing.push({ event_id: null, [idField]: row.id, type, why: 'no event announces its status' });
     }
   }
   return missing;
@@ -405,12 +592,12 @@ function percentile(sorted: readonly number[], share: number): number | null {
   return Math.round(sorted[Math.max(0, Math.ceil(share * sorted.length) - 1)]);
 }
 
-/** The payment and type a received body announces, or undefined for a body that is no event. */
-function announcedBy(body: string): { paymentId: string; type: string } | undefined {
+/** The payment (or refund) and type a received body announces, or undefined for a body that is no event. */
+function announcedBy(body: string): { objectId: string; type: string } | undefined {
   try {
     const event = JSON.parse(body) as Partial<EventResource>;
-    const paymentId = event.data?.object?.id;
-    return typeof paymentId === 'string' && typeof event.type === 'string' ? { paymentId, type: event.type } : undefined;
+    const objectId = event.data?.object?.id;
+    return typeof objectId === 'string' && typeof event.type === 'string' ? { objectId, type: event.type } : undefined;
   } catch {
     return undefined;
   }
@@ -428,7 +615,7 @@ function judgeMerchantEvents(input: MerchantEventsInput, note: (kind: string, ex
     })
     .sort((a, b) => a - b);
 
-  const ownerOf = new Map(input.payments.map((payment) => [payment.id, payment.clientId]));
+  const ownerOf = new Map([...input.payments, ...input.refunds].map((row) => [row.id, row.clientId]));
   const webhookIdsByChange = new Map<string, Set<string>>();
   const answers: Record<string, number> = {};
   const acknowledged = new Set<string>();
@@ -450,18 +637,18 @@ function judgeMerchantEvents(input: MerchantEventsInput, note: (kind: string, ex
         note('events_unverified', { client_id: endpoint.clientId, webhook_id: receipt.webhookId });
       }
       const change = announcedBy(receipt.body);
-      const owner = change && ownerOf.get(change.paymentId);
+      const owner = change && ownerOf.get(change.objectId);
       if (owner !== endpoint.clientId) {
         foreign++;
         note('events_foreign', {
           client_id: endpoint.clientId,
           webhook_id: receipt.webhookId,
-          payment_id: change?.paymentId ?? null,
+          payment_id: change?.objectId ?? null,
           owner: owner ?? null,
         });
       }
       if (change) {
-        const changeKey = `${change.paymentId} ${change.type}`;
+        const changeKey = `${change.objectId} ${change.type}`;
         webhookIdsByChange.set(changeKey, (webhookIdsByChange.get(changeKey) ?? new Set()).add(receipt.webhookId));
       }
     }

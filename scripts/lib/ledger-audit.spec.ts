@@ -1,5 +1,5 @@
-import type { Charge } from '../../src/mock-provider/mock-provider.types';
-import { type LedgerInput, type LedgerPayment, VIOLATION_KINDS, auditLedger, dueAt } from './ledger-audit';
+import type { Charge, Refund as ProviderRefund } from '../../src/mock-provider/mock-provider.types';
+import { type LedgerInput, type LedgerPayment, type LedgerRefund, VIOLATION_KINDS, auditLedger, dueAt } from './ledger-audit';
 
 const NOW = Date.parse('2026-01-01T12:00:00Z');
 const STALE = 60_000;
@@ -20,6 +20,8 @@ function payment(id: string, overrides: Partial<LedgerPayment> = {}): LedgerPaym
     nextReconcileAt: NOW - 1_000,
     hasKey: true,
     leasedUntil: null,
+    amountReserved: 0,
+    amountRefunded: 0,
     ...overrides,
   };
 }
@@ -52,6 +54,9 @@ function sut(payments: LedgerPayment[], charges: Charge[], overrides: Partial<Le
     sweepIntervalMs: SWEEP,
     graceMs: GRACE,
     maxExamples: 3,
+    refunds: [],
+    providerRefunds: [],
+    providerRefundsReadBeforeRefunds: new Set((overrides.providerRefunds ?? []).map((made) => made.id)),
     ...overrides,
   });
 }
@@ -78,6 +83,8 @@ describe('auditLedger', () => {
       ok: true,
       payments: { total: 4, pending: 1, succeeded: 1, failed: 1, requires_review: 1 },
       charges: { total: 2, pending: 0, succeeded: 1, failed: 1 },
+      refunds: { total: 0, pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
+      provider_refunds: { total: 0, pending: 0, succeeded: 0, failed: 0 },
       requires_review_charged: 0,
       violations: Object.fromEntries(VIOLATION_KINDS.map((kind) => [kind, { count: 0, examples: [] }])),
     });
@@ -268,6 +275,182 @@ describe('auditLedger', () => {
     it('may hold a charge already: in flight is not a violation', () => {
       const p = stale({ nextReconcileAt: NOW + 1_000 });
       expect(sut([p], [chargeOf(p, { id: 'ch_p' })]).ok).toBe(true);
+    });
+  });
+
+  describe('refunds', () => {
+    function refund(id: string, of: LedgerPayment, overrides: Partial<LedgerRefund> = {}): LedgerRefund {
+      return {
+        id,
+        clientId: of.clientId,
+        paymentId: of.id,
+        amount: 100,
+        status: 'succeeded',
+        providerKey: `rk_${id}`,
+        providerChargeId: of.providerChargeId ?? `ch_${of.id}`,
+        providerRefundId: `rf_${id}`,
+        createdAt: NOW - 1_000,
+        nextReconcileAt: NOW - 1_000,
+        hasKey: true,
+        leasedUntil: null,
+        ...overrides,
+      };
+    }
+
+    /** The provider's refund of a refund, in agreement with it unless overridden. */
+    function madeFor(r: LedgerRefund, overrides: Partial<ProviderRefund> = {}): ProviderRefund {
+      return {
+        id: r.providerRefundId ?? `rf_${r.id}`,
+        object: 'refund',
+        charge: r.providerChargeId,
+        amount: r.amount,
+        currency: 'USD',
+        status: r.status === 'failed' ? 'failed' : r.status === 'succeeded' ? 'succeeded' : 'pending',
+        failure_code: r.status === 'failed' ? 'refund_declined' : null,
+        reference: r.id,
+        idempotency_key: r.providerKey,
+        created_at: new Date(r.createdAt).toISOString(),
+        ...overrides,
+      };
+    }
+
+    /** A paid payment (500) with these refunds, its sums as the refunds make them. */
+    function refunded(p: LedgerPayment, refunds: LedgerRefund[]): LedgerPayment {
+      const notFailed = refunds.filter((r) => r.status !== 'failed').reduce((sum, r) => sum + r.amount, 0);
+      const succeeded = refunds.filter((r) => r.status === 'succeeded').reduce((sum, r) => sum + r.amount, 0);
+      return { ...p, amountReserved: notFailed, amountRefunded: succeeded };
+    }
+
+    function audit(p: LedgerPayment, refunds: LedgerRefund[], providerRefunds: ProviderRefund[], overrides: Partial<LedgerInput> = {}) {
+      const paid = refunded(p, refunds);
+      return sut([paid], [chargeOf(paid)], { refunds, providerRefunds, ...overrides });
+    }
+
+    it('passes refunds of every status that the provider and the payment’s sums agree with, and counts them', () => {
+      const p = payment('a');
+      const done = refund('re_1', p);
+      const refused = refund('re_2', p, { status: 'failed', amount: 300 });
+      const inFlight = refund('re_3', p, { status: 'pending', providerRefundId: null, createdAt: NOW - 10 });
+      const never = refund('re_4', p, { status: 'failed', providerRefundId: null });
+      const report = audit(p, [done, refused, inFlight, never], [madeFor(done), madeFor(refused), madeFor(inFlight)]);
+
+      expect(flagged(report)).toEqual({});
+      expect(report.refunds).toEqual({ total: 4, pending: 1, succeeded: 1, failed: 2, requires_review: 0 });
+      expect(report.provider_refunds).toEqual({ total: 3, pending: 1, succeeded: 1, failed: 1 });
+    });
+
+    it('flags two provider refunds for one refund, found by its reference', () => {
+      const p = payment('a');
+      const r = refund('re_1', p);
+      const stray = madeFor(r, { id: 'rf_other', idempotency_key: 'rk_someone_else' });
+      const report = audit(p, [r], [madeFor(r), stray]);
+
+      expect(flagged(report)).toEqual({ double_refund: 1, refund_mismatch: 1 });
+      expect(report.violations.double_refund.examples).toEqual([{ refund_id: 're_1', provider_refunds: 'rf_re_1,rf_other' }]);
+    });
+
+    it('flags two provider refunds under one provider key', () => {
+      const p = payment('a');
+      const r = refund('re_1', p);
+      const report = audit(p, [r], [madeFor(r), madeFor(r, { id: 'rf_again' })]);
+
+      expect(report.violations.double_refund.examples).toContainEqual({ idempotency_key: 'rk_re_1', provider_refunds: 'rf_re_1,rf_again' });
+    });
+
+    it('flags a provider refund that belongs to no refund, unless it was made after the refunds were read', () => {
+      const p = payment('a');
+      const ghost = madeFor(refund('re_ghost', p));
+      const report = audit(p, [], [ghost]);
+
+      expect(flagged(report)).toEqual({ orphan_refund: 1 });
+      expect(report.violations.orphan_refund.examples).toEqual([
+        { provider_refund_id: 'rf_re_ghost', idempotency_key: 'rk_re_ghost', reference: 're_ghost', charge: 'ch_a', amount: 100, status: 'succeeded' },
+      ]);
+      expect(flagged(audit(p, [], [ghost], { providerRefundsReadBeforeRefunds: new Set() }))).toEqual({});
+    });
+
+    it('flags a payment whose refunds not failed sum above its amount, and a charge refunded above its amount', () => {
+      const p = payment('a');
+      const refunds = [refund('re_1', p, { amount: 300 }), refund('re_2', p, { amount: 250, status: 'pending', providerRefundId: null })];
+      const failed = refund('re_3', p, { amount: 500, status: 'failed' });
+      const report = audit(p, [...refunds, failed], [...refunds, failed].map((r) => madeFor(r)));
+
+      expect(flagged(report)).toEqual({ over_refund: 2 });
+      expect(report.violations.over_refund.examples).toEqual([
+        { charge_id: 'ch_a', amount: 500, refunds_not_failed: 550, provider_refunds: 3 },
+        { payment_id: 'a', amount: 500, refunds_not_failed: 550, refunds: 3 },
+      ]);
+    });
+
+    it.each([
+      ['amount', { amount: 90 }, 'amount 90 (refund 100)'],
+      ['charge', { charge: 'ch_b' }, 'charge ch_b (refund ch_a)'],
+      ['reference', { reference: 're_zzz' }, 'reference re_zzz'],
+    ])('flags a provider refund whose %s disagrees with its refund', (_field, overrides, problem) => {
+      const p = payment('a');
+      const r = refund('re_1', p);
+      const report = audit(p, [r], [madeFor(r, overrides)]);
+
+      expect(report.violations.refund_mismatch.examples).toEqual([{ refund_id: 're_1', provider_refund_id: 'rf_re_1', problem }]);
+    });
+
+    it('flags a succeeded refund that names another provider refund than the one the provider holds', () => {
+      const p = payment('a');
+      const r = refund('re_1', p, { providerRefundId: 'rf_forged' });
+      const report = audit(p, [r], [madeFor(r, { id: 'rf_real' })]);
+
+      expect(flagged(report)).toEqual({ refund_mismatch: 1 });
+      expect(report.violations.refund_mismatch.examples[0]).toMatchObject({ problem: 'provider_refund_id is rf_forged' });
+    });
+
+    it.each([
+      ['succeeded', 'absent', undefined],
+      ['succeeded', 'failed', 'failed'],
+      ['succeeded', 'pending', 'pending'],
+      ['failed', 'succeeded', 'succeeded'],
+      ['failed', 'pending', 'pending'],
+    ] as const)('flags a refund %s here and %s at the provider', (status, providerStatus, made) => {
+      const p = payment('a');
+      const r = refund('re_1', p, { status });
+      const report = audit(p, [r], made ? [madeFor(r, { status: made })] : []);
+
+      expect(flagged(report)).toEqual({ refund_status_mismatch: 1 });
+      expect(report.violations.refund_status_mismatch.examples).toEqual([{ refund_id: 're_1', status, provider_status: providerStatus }]);
+    });
+
+    it('flags a payment whose amount_reserved or amount_refunded is not the sum of its refunds', () => {
+      const p = payment('a');
+      const r = refund('re_1', p, { amount: 200 });
+      const paid = refunded(p, [r]);
+      const report = sut([{ ...paid, amountRefunded: 0 }], [chargeOf(paid)], { refunds: [r], providerRefunds: [madeFor(r)] });
+
+      expect(flagged(report)).toEqual({ refund_sums_mismatch: 1 });
+      expect(report.violations.refund_sums_mismatch.examples).toEqual([
+        { payment_id: 'a', amount_reserved: 200, refunds_not_failed: 200, amount_refunded: 0, refunds_succeeded: 200 },
+      ]);
+    });
+
+    it('flags a stale pending refund nothing will pick up, and a refund in review behind its final provider refund', () => {
+      const p = payment('a');
+      const overdue = { createdAt: NOW - STALE - 60_000, nextReconcileAt: NOW - SWEEP - GRACE - 1, providerRefundId: null };
+      const stale = refund('re_1', p, { status: 'pending', ...overdue });
+      const review = refund('re_2', p, { status: 'requires_review', ...overdue });
+      const report = audit(p, [stale, review], [madeFor(review, { id: 'rf_2', status: 'succeeded' })]);
+
+      expect(flagged(report)).toEqual({ stale_pending_unscheduled: 1, review_behind_provider: 1 });
+      expect(report.violations.stale_pending_unscheduled.examples).toEqual([
+        { refund_id: 're_1', reason: 'overdue and not queued', overdue_ms: SWEEP + GRACE + 1 },
+      ]);
+      expect(report.violations.review_behind_provider.examples[0]).toMatchObject({ refund_id: 're_2', provider_refund_id: 'rf_2' });
+      expect(flagged(audit(p, [stale, review], [], { queuedReconciliations: new Set(['re_1', 're_2']) }))).toEqual({});
+    });
+
+    it('flags an acknowledged refund event the API has no record of', () => {
+      const p = payment('a');
+      const r = refund('re_1', p);
+      const report = audit(p, [r], [madeFor(r)], { acknowledgedEvents: [{ id: 'evt_1', providerKey: r.providerKey }] });
+
+      expect(flagged(report)).toEqual({ acknowledged_event_unrecorded: 1 });
     });
   });
 });

@@ -3,12 +3,12 @@ import { backoffDelayMs } from '../../src/provider/retry-policy';
 import type { Random } from './random';
 
 /**
- * A client of POST /v1/payments that behaves as a careful real one: a timeout
- * per request, and on anything that does not settle the payment (a network
- * error, a timeout, 5xx, 429, 409 idempotency_key_in_use, 202 pending) a retry
- * with the same key and body after a full-jitter backoff, until an answer is
- * final or its attempts or time run out. Used by the chaos run and the
- * infrastructure-fault tests.
+ * A client of POST /v1/payments (or /v1/refunds) that behaves as a careful
+ * real one: a timeout per request, and on anything that does not settle the
+ * payment or refund (a network error, a timeout, 5xx, 429, 409
+ * idempotency_key_in_use, 202 pending) a retry with the same key and body
+ * after a full-jitter backoff, until an answer is final or its attempts or
+ * time run out. Used by the chaos run and the infrastructure-fault tests.
  */
 
 /** One answer, or the lack of one, as the client saw it; `at` is when it was sent (epoch ms), `ms` how long it took. */
@@ -21,6 +21,11 @@ export type Reply =
       /** The payment the body names: the payment object's id, or the one embedded in a decline. */
       paymentId?: string;
       paymentStatus?: string;
+      /** The refund the body names: the refund object's id, or the one embedded in a 402 refund_failed. */
+      refundId?: string;
+      refundStatus?: string;
+      /** The amount of the payment or refund the body names. */
+      amount?: number;
       replayed: boolean;
       at: number;
       ms: number;
@@ -32,6 +37,8 @@ export type HttpReply = Extract<Reply, { kind: 'http' }>;
 export interface PayRequest {
   /** API base URLs; each attempt picks one, as a load balancer would. */
   urls: readonly string[];
+  /** The route: /v1/payments unless said otherwise. */
+  path?: '/v1/payments' | '/v1/refunds';
   apiKey: string;
   key: string;
   body: Record<string, unknown>;
@@ -59,7 +66,7 @@ function isFinal(reply: Reply): reply is HttpReply {
   if (reply.kind !== 'http') return false;
   if (reply.status === 201 || reply.status === 402) return true;
   // requires_review waits on a provider re-check or a person: retrying soon changes nothing.
-  if (reply.status === 202) return reply.paymentStatus === 'requires_review';
+  if (reply.status === 202) return (reply.refundStatus ?? reply.paymentStatus) === 'requires_review';
   if (reply.status === 409) return reply.code !== 'idempotency_key_in_use';
   // Too many requests: the same request may pass later.
   if (reply.status === 429) return false;
@@ -85,7 +92,7 @@ export async function payWithRetries(request: PayRequest, policy: ClientRetryPol
 export async function postOnce(url: string, request: PayRequest, timeoutMs: number): Promise<Reply> {
   const started = Date.now();
   try {
-    const response = await fetch(`${url}/v1/payments`, {
+    const response = await fetch(`${url}${request.path ?? '/v1/payments'}`, {
       method: 'POST',
       headers: {
         Authorization: `Bearer ${request.apiKey}`,
@@ -113,6 +120,9 @@ interface BodyFacts {
   code?: string;
   paymentId?: string;
   paymentStatus?: string;
+  refundId?: string;
+  refundStatus?: string;
+  amount?: number;
 }
 
 function describeBody(text: string): BodyFacts {
@@ -124,11 +134,17 @@ function describeBody(text: string): BodyFacts {
   }
   const record = (value: unknown) => (value && typeof value === 'object' ? (value as Record<string, unknown>) : undefined);
   const error = record(record(body)?.error);
-  const payment = error ? record(error.payment) : record(body);
+  // A refund object, or the one a 402 refund_failed embeds; else a payment, or the one a decline embeds.
+  const refund = error ? record(error.refund) : record(body)?.object === 'refund' ? record(body) : undefined;
+  const payment = refund ? undefined : error ? record(error.payment) : record(body);
+  const named = refund ?? payment;
   return {
     code: typeof error?.code === 'string' ? error.code : undefined,
     paymentId: typeof payment?.id === 'string' ? payment.id : undefined,
     paymentStatus: typeof payment?.status === 'string' ? payment.status : undefined,
+    refundId: typeof refund?.id === 'string' ? refund.id : undefined,
+    refundStatus: typeof refund?.status === 'string' ? refund.status : undefined,
+    amount: typeof named?.amount === 'number' ? named.amount : undefined,
   };
 }
 
