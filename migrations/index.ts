@@ -7,6 +7,7 @@ import { ShardByClient1796400000000 } from './1796400000000-ShardByClient';
 import { LimitsInTheSchema1796500000000 } from './1796500000000-LimitsInTheSchema';
 import { EventsInCommitOrder1796600000000 } from './1796600000000-EventsInCommitOrder';
 import { Refunds1796700000000 } from './1796700000000-Refunds';
+import { TraceParent1796800000000 } from './1796800000000-TraceParent';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -19,4 +20,5 @@ export const migrations = [
   LimitsInTheSchema1796500000000,
   EventsInCommitOrder1796600000000,
   Refunds1796700000000,
+  TraceParent1796800000000,
 ];

@@ -10,6 +10,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { PaymentsModule } from './payments/payments.module';
 import { ProviderEventsModule } from './provider-events/provider-events.module';
 import { RefundsModule } from './refunds/refunds.module';
+import { TracingModule } from './tracing/tracing.module';
 
 /** The payments API process. */
 @Module({})
@@ -28,6 +29,7 @@ export class AppModule {
         ProviderEventsModule,
         HealthModule,
         MetricsModule.servedOn((config) => config.metrics.apiPort),
+        TracingModule,
       ],
     };
   }

@@ -1,3 +1,4 @@
+import './tracing/start-api';
 import 'reflect-metadata';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,3 +1,4 @@
+import './tracing/start-provider';
 import { NestFactory } from '@nestjs/core';
 import type { AddressInfo } from 'node:net';
 import { Logger } from 'nestjs-pino';

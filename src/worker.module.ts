@@ -15,6 +15,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { SafetyNetGauges } from './reconciliation/safety-net-gauges';
 import { RECONCILIATION_QUEUE } from './reconciliation/reconciliation.constants';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
+import { TracingModule } from './tracing/tracing.module';
 
 /**
  * The worker process: reconciliation, review re-checks, key expiry and
@@ -30,6 +31,7 @@ export class WorkerModule {
         ConfigModule.forRoot(config),
         loggingModule(config, 'payments-worker'),
         CrashPointModule,
+        TracingModule,
         DatabaseModule,
         MetricsModule.servedOn((config) => config.metrics.workerPort),
         BullModule.forRootAsync({

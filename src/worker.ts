@@ -1,3 +1,4 @@
+import './tracing/start-worker';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';

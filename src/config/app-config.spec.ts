@@ -35,6 +35,18 @@ describe('loadConfig', () => {
     expect(config.redisClusterNodes).toBeUndefined();
     expect(config.queuePrefix).toBe('payments');
     expect(config.metrics).toEqual({ apiPort: 9463, workerPort: 9464, gaugeIntervalMs: 15_000 });
+    expect(config.tracing).toEqual({ endpoint: undefined, scheduleDelayMs: 5_000 });
+  });
+
+  it('reads an OTLP endpoint for the traces, without its trailing slash, and refuses what is not an http(s) URL', () => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/', OTEL_BSP_SCHEDULE_DELAY: '200' }).tracing).toEqual({
+      endpoint: 'http://collector:4318',
+      scheduleDelayMs: 200,
+    });
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ' ' }).tracing.endpoint).toBeUndefined();
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' })).toThrow(
+      'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must use http: or https:',
+    );
   });
 
   it('keeps a direct database URL apart from a pooled one', () => {

@@ -141,6 +141,24 @@ const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 /** Also the pool of the tools and tests that open a DataSource from a URL alone. */
 export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000 };
 
+/**
+ * The OpenTelemetry traces: `endpoint` is where the processes export them
+ * (OTLP/HTTP), undefined when unset or empty, and then no OpenTelemetry code
+ * is even loaded. Read on its own too, by src/tracing/tracing.ts, which starts
+ * before the rest of the configuration is read.
+ */
+export function tracingConfig(env: Env = process.env) {
+  const r = new Reader(env);
+  return {
+    endpoint:
+      r.optionalString('OTEL_EXPORTER_OTLP_ENDPOINT') === undefined
+        ? undefined
+        : r.url('OTEL_EXPORTER_OTLP_ENDPOINT', '', ['http:', 'https:']),
+    /** How often the buffered spans are exported. */
+    scheduleDelayMs: r.int('OTEL_BSP_SCHEDULE_DELAY', 5_000, 1, 3_600_000),
+  };
+}
+
 export function loadConfig(env: Env = process.env) {
   const r = new Reader(env);
   const databaseUrl = r.url('DATABASE_URL', 'postgres://postgres@localhost:5432/payments', ['postgres:', 'postgresql:']);
@@ -149,6 +167,8 @@ export function loadConfig(env: Env = process.env) {
   const config = {
     nodeEnv: r.oneOf('NODE_ENV', 'development', NODE_ENVS),
     logLevel: r.oneOf('LOG_LEVEL', 'info', LOG_LEVELS),
+    /** Where the traces go (see tracingConfig); no endpoint: tracing is off. */
+    tracing: tracingConfig(env),
     databaseUrl,
     /**
      * What needs a session of its own (the migrations' advisory lock, creating

@@ -39,6 +39,8 @@ export interface OperationRow {
   resolutionReason: string | null;
   /** The version of the provider's object last applied from a provider event (0: none yet). */
   providerVersion: number;
+  /** The W3C traceparent of the request that created the row, when traces were on. */
+  traceParent: string | null;
   createdAt: Date;
   updatedAt: Date;
 }

@@ -23,6 +23,7 @@ export function aPayment(overrides: Partial<Payment> = {}): Payment {
     providerVersion: 0,
     amountReserved: 0,
     amountRefunded: 0,
+    traceParent: null,
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

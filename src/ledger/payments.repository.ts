@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Params, queryRow, queryRows } from '../database/sql';
 import { type KeyClaim, claimedCte } from './idempotency.repository';
+import { currentTraceparent } from '../tracing/tracing';
 import { PAYMENTS } from './operations';
 import { type Payment, paymentsTable } from './payments.table';
 
@@ -36,10 +37,11 @@ export class PaymentsRepository {
       db,
       `WITH ${claimedCte(params, claim, PAYMENTS, { id, client })}
        INSERT INTO payments
-         (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key)
+         (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key, trace_parent)
        SELECT ${id}, ${client}, ${params.add(payment.amount)}, ${params.add(payment.currency)},
               ${params.add(payment.paymentMethod)}, ${params.add(payment.orderId)}, ${params.add(payment.description)},
-              ${params.add(JSON.stringify(payment.metadata))}, ${params.add(payment.providerKey)}
+              ${params.add(JSON.stringify(payment.metadata))}, ${params.add(payment.providerKey)},
+              ${params.add(currentTraceparent())}
          FROM claimed
        RETURNING ${PAYMENT}`,
       params.values,

@@ -30,6 +30,11 @@ export const paymentsTable = defineTable('payments', {
   amountReserved: col.integer('amount_reserved'),
   /** The sum of its refunds that succeeded. */
   amountRefunded: col.integer('amount_refunded'),
+  /**
+   * The W3C traceparent of the request that created it, when traces are on:
+   * the reconcile that finishes it joins that trace (docs/operations.md#traces).
+   */
+  traceParent: col.text('trace_parent').orNull(),
   createdAt: col.timestamptz('created_at'),
   updatedAt: col.timestamptz('updated_at'),
 });

@@ -21,6 +21,7 @@ export function aRefund(overrides: Partial<Refund> = {}): Refund {
     resolvedBy: null,
     resolutionReason: null,
     providerVersion: 0,
+    traceParent: null,
     createdAt: new Date('2026-11-29T09:00:00Z'),
     updatedAt: new Date('2026-11-29T09:00:00Z'),
     ...overrides,

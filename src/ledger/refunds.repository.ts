@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { Params, queryRow, queryRows } from '../database/sql';
+import { currentTraceparent } from '../tracing/tracing';
 import { type KeyClaim, claimedCte } from './idempotency.repository';
 import { REFUNDS } from './operations';
 import { PAYMENT_ID_PATTERN } from './payment-id';
@@ -69,8 +70,8 @@ export class RefundsRepository {
             WHERE id = $3 AND client_id = $2
             RETURNING 1
          )
-         INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM reserved
+         INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM reserved
          RETURNING ${REFUND}`,
         [
           refund.id,
@@ -82,6 +83,7 @@ export class RefundsRepository {
           JSON.stringify(refund.metadata),
           refund.providerKey,
           payment.providerChargeId,
+          currentTraceparent(),
         ],
       );
     });

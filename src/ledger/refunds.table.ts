@@ -21,6 +21,11 @@ export const refundsTable = defineTable('refunds', {
   resolvedBy: col.text('resolved_by').orNull(),
   resolutionReason: col.text('resolution_reason').orNull(),
   providerVersion: col.integer('provider_version'),
+  /**
+   * The W3C traceparent of the request that created it, when traces are on:
+   * the reconcile that finishes it joins that trace (docs/operations.md#traces).
+   */
+  traceParent: col.text('trace_parent').orNull(),
   createdAt: col.timestamptz('created_at'),
   updatedAt: col.timestamptz('updated_at'),
 });

@@ -11,6 +11,7 @@ import { ProviderEventEmitter } from './mock-provider.emitter';
 import { MockProviderErrorFilter } from './mock-provider.filter';
 import { MockProviderService } from './mock-provider.service';
 import { MockProviderStore } from './mock-provider.store';
+import { TracingModule } from '../tracing/tracing.module';
 
 /**
  * The stand-in payment processor. It is the root of its own process
@@ -24,6 +25,7 @@ export class MockProviderModule {
       module: MockProviderModule,
       imports: [
         ConfigModule.forRoot(config),
+        TracingModule,
         LoggerModule.forRoot({
           pinoHttp: {
             name: 'mock-provider',

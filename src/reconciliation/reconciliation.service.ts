@@ -18,6 +18,7 @@ import type { FinalOutcome } from '../ledger/outcome';
 import { Metrics, type ReconcileOutcome } from '../metrics/metrics';
 import { PROVIDER_SIDES, type ProviderSide } from '../operations/provider-side';
 import { backoffDelayMs } from '../provider/retry-policy';
+import { inSpanUnder } from '../tracing/tracing';
 import { ProviderClient } from '../provider/provider.client';
 import {
   JobName,
@@ -183,7 +184,7 @@ export class ReconciliationService {
     if (!taken) return 'skipped';
     const lease = heldSince(taken, askedAt, leaseMs);
     const row = await this.ledger.undecided(side.operation, ref);
-    const step = await this.step(side, lease, row);
+    const step = await this.tracedStep(side, lease, row);
     if ('done' in step) return step.done;
     const [recorded] = await this.ledger.recordOutcomes(side.operation, [{ lease, row, outcome: step.decide }]);
     return this.reconciled(side, lease, row, step.decide, recorded);
@@ -215,7 +216,7 @@ export class ReconciliationService {
     const decided: { lease: HeldLease; row: R; outcome: FinalOutcome }[] = [];
     for (const { key, row } of taken) {
       const lease = heldSince({ clientId, key, token }, askedAt, leaseMs);
-      const step = await this.step(side, lease, row);
+      const step = await this.tracedStep(side, lease, row);
       if ('done' in step) results.push(step.done);
       else decided.push({ lease, row, outcome: step.decide });
     }
@@ -227,6 +228,18 @@ export class ReconciliationService {
     for (const result of results) counts[result] = (counts[result] ?? 0) + 1;
     for (const [outcome, count] of Object.entries(counts)) this.metrics.reconcileOutcomes.inc({ outcome }, count);
     return counts;
+  }
+
+  /**
+   * `step` in a span that is a child of the request that created the row
+   * (its stored traceparent), so the provider call it makes, and the row's
+   * whole story, stay in that one trace. Without traces, just `step`.
+   */
+  private tracedStep<R extends OperationRow>(side: ProviderSide<R>, lease: HeldLease, row: R): Promise<Step> {
+    const name = side.operation.name;
+    return inSpanUnder(`reconcile ${name}`, row.traceParent, { [`payments.${name}_id`]: row.id }, () =>
+      this.step(side, lease, row),
+    );
   }
 
   /**

@@ -1,0 +1,4 @@
+// Imported first by the entry point, before anything loads http: see tracing.ts.
+import { startTracing } from './tracing';
+
+startTracing('mock-provider');
