@@ -19,6 +19,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['demo', 'scripts/demo.js'],
   ['chaos', 'scripts/chaos.js'],
   ['fuzz', 'scripts/fuzz.js'],
+  ['model', 'scripts/model.js'],
   ['bench', 'scripts/bench.js'],
   ['profile', 'scripts/profile.js'],
   ['settle-latency', 'scripts/settle-latency.js'],
