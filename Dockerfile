@@ -13,12 +13,14 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npm run build:production
 
-# The production build and the tools (scripts/, and the test harness they
-# start); built only for the tools target.
+# The production build and the tools (scripts/, the test harness they start,
+# and the client library, which npm run build builds and client:budget runs);
+# built only for the tools target.
 FROM build AS tools-build
 COPY tsconfig.tools.json ./
 COPY scripts ./scripts
 COPY test/support ./test/support
+COPY client ./client
 RUN npm run build
 
 FROM node:24-bookworm-slim AS base

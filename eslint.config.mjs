@@ -4,7 +4,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.tools/', 'coverage/'] },
+  { ignores: ['dist/', 'client/dist/', 'node_modules/', '.tools/', 'coverage/'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -6,6 +6,10 @@
 // ESM only, which jest loads from these CommonJS test files through
 // --experimental-vm-modules.
 const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
+// The client library (client/, "type": "module") imports its modules as
+// './x.js', as Node's ES modules need; under jest they are the './x.ts' beside.
+// Its specs run as ES modules (jest from '@jest/globals').
+const moduleNameMapper = { '^(\\.{1,2}/.*)\\.js$': '$1' };
 
 /** @type {import('jest').Config} */
 module.exports = {
@@ -16,7 +20,8 @@ module.exports = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform,
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts', '<rootDir>/test/support/**/*.spec.ts'],
+      moduleNameMapper,
+      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/client/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.ts', '<rootDir>/test/support/**/*.spec.ts'],
     },
     {
       // The statements the guarantees rest on, beside their repositories, run
@@ -31,6 +36,7 @@ module.exports = {
       displayName: 'e2e',
       testEnvironment: 'node',
       transform,
+      moduleNameMapper,
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       globalSetup: '<rootDir>/test/global-setup.ts',
     },

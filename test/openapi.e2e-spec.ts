@@ -24,7 +24,9 @@ describe('the OpenAPI document and a client generated from it', () => {
     const document = `${JSON.stringify(JSON.parse(served), null, 2)}\n`;
 
     expect(document).toBe(readFileSync(GENERATED.document, 'utf8'));
-    expect(await typesFor(document)).toBe(readFileSync(GENERATED.types, 'utf8'));
+    const types = await typesFor(document);
+    expect(types).toBe(readFileSync(GENERATED.types, 'utf8'));
+    expect(types).toBe(readFileSync(GENERATED.clientTypes, 'utf8'));
   });
 
   it('creates, replays, reads and lists a payment through the generated client', async () => {

@@ -25,6 +25,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['settle-latency', 'scripts/settle-latency.js'],
   ['sim', 'scripts/sim.js'],
   ['openapi', 'scripts/openapi.js'],
+  ['client:budget', 'scripts/client-budget.js'],
 ];
 
 /**
