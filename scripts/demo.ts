@@ -10,7 +10,7 @@ import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
 import { providerKeyFor } from '../src/ledger/payment-id';
 import { runAudit } from './audit';
-import type { components, paths } from './generated/api-types';
+import type { components, paths } from '../client/src/generated/api-types';
 import { type ManagedProcess, type ProcessExit, startApiProcess } from '../test/support/processes';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
 
