@@ -139,7 +139,7 @@ const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
 const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 
 /** Also the pool of the tools and tests that open a DataSource from a URL alone. */
-export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000 };
+export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000, preparedStatements: true };
 
 /**
  * The OpenTelemetry traces: `endpoint` is where the processes export them
@@ -182,6 +182,12 @@ export function loadConfig(env: Env = process.env) {
       size: r.int('DATABASE_POOL_SIZE', DATABASE_POOL_DEFAULTS.size, 1, 1_000),
       /** How long a request waits for a free connection before its 503. */
       acquireTimeoutMs: r.int('DATABASE_POOL_TIMEOUT_MS', DATABASE_POOL_DEFAULTS.acquireTimeoutMs, 1),
+      /**
+       * Statements prepared once per connection and then run by name (see
+       * statementName in database/sql.ts). Off behind a transaction-pooling
+       * PgBouncer without protocol-level prepared statement support.
+       */
+      preparedStatements: r.oneOf('DATABASE_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
     },
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Seed nodes of a Redis Cluster; when set, REDIS_URL is not used. */
