@@ -123,6 +123,8 @@ const SERVICE_KNOBS = {
   WEBHOOK_TIMEOUT_MS: '1000',
   WEBHOOK_BACKOFF_BASE_MS: '200',
   WEBHOOK_BACKOFF_CAP_MS: '2000',
+  // The merchants' endpoints are the run's receiver, on loopback.
+  WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
 };
 
 /**

@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       concurrency: 16,
       maxInFlightPerEndpoint: 4,
       batchSize: 200,
+      allowPrivateUrls: false,
     });
     expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, paymentsPerS: 250 });
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
@@ -119,6 +120,9 @@ describe('loadConfig', () => {
     ['PROVIDER_TRACKED_CLIENTS', '0'],
     ['METRICS_GAUGE_INTERVAL_MS', '50'],
     ['METRICS_GAUGE_INTERVAL_MS', '3600001'],
+    // Only true or false: a "yes" or "1" must not quietly leave the address rules on, or off.
+    ['WEBHOOK_ALLOW_PRIVATE_URLS', 'yes'],
+    ['WEBHOOK_ALLOW_PRIVATE_URLS', '1'],
     // Retired: it counted every client's attempts together.
     ['PROVIDER_BREAKER_THRESHOLD', '10'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {

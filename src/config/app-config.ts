@@ -318,6 +318,12 @@ export function loadConfig(env: Env = process.env) {
       concurrency: r.int('WEBHOOK_CONCURRENCY', 16, 2, 256),
       maxInFlightPerEndpoint: r.int('WEBHOOK_ENDPOINT_MAX_IN_FLIGHT', 4, 1, 256),
       batchSize: r.int('WEBHOOK_BATCH_SIZE', 200, 1, 10_000),
+      /**
+       * Endpoints on loopback, private, link-local and other special-purpose
+       * addresses are allowed, at registration and at delivery (local demos
+       * and tests only: see merchant-events/webhook-url-policy.ts).
+       */
+      allowPrivateUrls: r.oneOf('WEBHOOK_ALLOW_PRIVATE_URLS', 'false', ['true', 'false']) === 'true',
     },
     mockProvider: {
       port: r.int('PROVIDER_PORT', 4010, 0, 65535),

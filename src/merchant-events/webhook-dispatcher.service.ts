@@ -3,6 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
+import type { Agent } from 'undici';
 import { CrashPoint } from '../common/crash-point';
 import { errorForLog } from '../common/log-safety';
 import { type SignedRequest, postSignedWebhook, signedWebhookRequest } from '../common/signed-webhook';
@@ -13,6 +14,7 @@ import { backoffDelayMs } from '../provider/retry-policy';
 import { toEventResource } from './event';
 import { type ClaimedDelivery, type DeliveryClaim, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WEBHOOKS_QUEUE, WebhookJobName } from './webhooks.constants';
+import { type WebhookUrlPolicy, deliveryRefusal, webhookAgent } from './webhook-url-policy';
 
 type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
 
@@ -28,6 +30,9 @@ type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
 @Injectable()
 export class WebhookDispatcher {
   private readonly logger = new Logger(WebhookDispatcher.name);
+  private readonly policy: WebhookUrlPolicy;
+  /** Every send's connections: each checks the addresses it connects to (see webhook-url-policy.ts). */
+  private readonly agent: Agent;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -36,7 +41,10 @@ export class WebhookDispatcher {
     @InjectConfig() private readonly config: AppConfig,
     private readonly metrics: Metrics,
     private readonly crashPoint: CrashPoint,
-  ) {}
+  ) {
+    this.policy = { allowPrivate: config.webhooks.allowPrivateUrls };
+    this.agent = webhookAgent(this.policy);
+  }
 
   /**
    * Claims what is due, up to the room left in the queue: sends waiting
@@ -99,12 +107,15 @@ export class WebhookDispatcher {
 
   /**
    * One signed POST: undefined when the endpoint took it, or why not. A
-   * delivery that cannot even be signed (a secret the signer refuses) is a
-   * failed attempt like any other, recorded and retried to its horizon: were
-   * it thrown, its job would fail and the expired claim be taken again for
-   * ever, without an attempt ever counted.
+   * delivery that cannot even be signed (a secret the signer refuses), or
+   * whose URL or address is refused, is a failed attempt like any other,
+   * recorded and retried to its horizon: were it thrown, its job would fail
+   * and the expired claim be taken again for ever, without an attempt ever
+   * counted.
    */
   private async send(delivery: ClaimedDelivery, timeoutMs: number): Promise<string | undefined> {
+    const refusal = deliveryRefusal(delivery.url, this.policy);
+    if (refusal !== undefined) return refusal;
     let request: SignedRequest;
     try {
       request = signedWebhookRequest(
@@ -116,7 +127,7 @@ export class WebhookDispatcher {
     } catch (error) {
       return `not signed: ${errorForLog(error).message ?? 'unknown error'}`;
     }
-    return postSignedWebhook(delivery.url, request, { timeoutMs });
+    return postSignedWebhook(delivery.url, request, { timeoutMs, dispatcher: this.agent });
   }
 }
 

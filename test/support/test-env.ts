@@ -18,6 +18,10 @@ import { dropWorkerQueues } from './worker-queues';
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
 // What the specs spawn inherits the suite's database, whatever the shell exported.
 process.env.DATABASE_URL = TEST_DATABASE_URL;
+// Every merchant endpoint a spec serves is on loopback, which the worker
+// refuses by default: the specs' workers and client creations allow it, and
+// the specs of the refusal itself say false.
+process.env.WEBHOOK_ALLOW_PRIVATE_URLS = 'true';
 
 /** The suite truncates tables: it refuses any database whose name does not say "test". */
 export function assertTestDatabase(url: string): void {
