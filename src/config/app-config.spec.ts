@@ -10,7 +10,8 @@ describe('loadConfig', () => {
     expect(config.http.port).toBe(3000);
     expect(config.mockProvider.port).toBe(4010);
     expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000, answerCacheEntries: 10_000 });
-    expect(config.authCache).toEqual({ ttlMs: 5_000, maxKeys: 10_000 });
+    expect(config.authCache).toEqual({ ttlMs: 1_000, maxKeys: 10_000 });
+    expect(config.apiKeyUsageFlushMs).toBe(60_000);
     expect(config.webhooks).toEqual({
       dispatchIntervalMs: 1_000,
       timeoutMs: 10_000,

@@ -229,13 +229,17 @@ export function loadConfig(env: Env = process.env) {
     },
     /**
      * A key's lookup is reused by this process for ttlMs (0: every request
-     * looks it up), for up to maxKeys keys: a key removed from the database
-     * keeps working here for at most ttlMs.
+     * looks it up), for up to maxKeys keys: a key revoked or rolled keeps
+     * working here, or goes on without its new end, for at most ttlMs. At
+     * most a second, so that every process refuses a revoked key within the
+     * promised 2 s with room for a slow lookup.
      */
     authCache: {
-      ttlMs: r.int('AUTH_CACHE_TTL_MS', 5_000, 0, 300_000),
+      ttlMs: r.int('AUTH_CACHE_TTL_MS', 1_000, 0, 1_000),
       maxKeys: r.int('AUTH_CACHE_KEYS', 10_000, 1, 1_000_000),
     },
+    /** How often at most each API process writes its keys' last use (ApiKeyUsage): last_used_at lags by up to this. */
+    apiKeyUsageFlushMs: r.int('API_KEY_LAST_USED_FLUSH_MS', 60_000, 100, 3_600_000),
     idempotency: {
       /** Counted from the stored answer; a key without one (its payment not final) never expires. */
       keyTtlHours: r.positive('IDEMPOTENCY_KEY_TTL_HOURS', 24, 24 * 366),

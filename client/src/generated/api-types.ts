@@ -452,7 +452,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -538,7 +538,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -640,7 +640,7 @@ export interface operations {
                     "application/json": components["schemas"]["PaymentResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -716,7 +716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -802,7 +802,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -913,7 +913,7 @@ export interface operations {
                     "application/json": components["schemas"]["RefundResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -975,7 +975,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1051,7 +1051,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
