@@ -14,7 +14,8 @@ COPY migrations ./migrations
 RUN npm run build:production
 
 # The production build and the tools (scripts/, the test harness they start,
-# and the client library, which npm run build builds and client:budget runs);
+# and the client library, which npm run build builds and the demo,
+# client:budget and chaos run);
 # built only for the tools target.
 FROM build AS tools-build
 COPY tsconfig.tools.json ./
@@ -39,9 +40,13 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 
 # The runtime image with the demo and the audit beside it, to run inside the
-# compose network (compose's demo service); never deployed.
+# compose network (compose's demo service); never deployed. The demo pays
+# through the client library, as built (client/dist, ES modules, which its
+# package.json says).
 FROM base AS tools
 COPY --from=tools-build /app/dist ./dist
+COPY --from=tools-build /app/client/package.json ./client/package.json
+COPY --from=tools-build /app/client/dist ./client/dist
 CMD ["node", "dist/scripts/demo.js"]
 
 # The runtime image, the default target.

@@ -9,6 +9,7 @@ import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
 import type { OperationStatus } from '../src/ledger/operation';
 import type { PaymentStatus } from '../src/ledger/payments.table';
 import { runAudit } from './audit';
+import { loadClientLibrary } from './lib/client-library';
 import { Fleet, runFaults } from './chaos/fleet';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import {
@@ -148,8 +149,13 @@ const EVENTS_POLL_MS = 250;
 /** After Postgres is back, how long the APIs may take to be ready again before the outage counts as not recovered. */
 const POSTGRES_RECOVERY_DEADLINE_MS = 30_000;
 
-/** How the clients behave: what a careful integration does. */
-const CLIENT_POLICY = { timeoutMs: 3_000, maxAttempts: 40, deadlineMs: 60_000, backoffBaseMs: 100, backoffCapMs: 2_000 };
+/**
+ * How the merchants' clients (the client library, one instance per merchant)
+ * are set up: what a careful integration configures. The retry budget and
+ * Retry-After are the library's own; a call it gives up on is resumed with
+ * its key within the operation's window of a minute.
+ */
+const CLIENT_SETTINGS = { timeoutMs: 3_000, maxRetries: 10, deadlineMs: 20_000, backoff: { baseMs: 100, capMs: 2_000 }, windowMs: 60_000 };
 
 /**
  * The clients' timeout, which is also what counts as a hang. Direct, a
@@ -160,7 +166,7 @@ const CLIENT_POLICY = { timeoutMs: 3_000, maxAttempts: 40, deadlineMs: 60_000, b
  * there the clients wait past the pooler's own bound.
  */
 function clientTimeoutMs(pgbouncer: boolean): number {
-  return pgbouncer ? QUERY_WAIT_TIMEOUT_S * 1000 + 2_000 : CLIENT_POLICY.timeoutMs;
+  return pgbouncer ? QUERY_WAIT_TIMEOUT_S * 1000 + 2_000 : CLIENT_SETTINGS.timeoutMs;
 }
 
 function parseOptions(argv: string[]): ChaosOptions | 'help' {
@@ -349,6 +355,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const base = loadConfigOrExit();
+  const library = await loadClientLibrary();
   const startedAt = Date.now();
   progress(
     `seed ${options.seed}, ${options.payments} payments over ${options.seconds} s, database ${options.database}, ` +
@@ -437,7 +444,12 @@ async function main(): Promise<number> {
     const { exchanges, refunds: refundExchanges } = await runLoad(
       operations,
       { operations: options.payments, durationMs, concurrency: options.concurrency },
-      { urls: fleet.urls, policy: { ...CLIENT_POLICY, timeoutMs: clientTimeoutMs(options.pgbouncer), random: mulberry32(options.seed + 2) } },
+      {
+        library,
+        urls: fleet.urls,
+        settings: { ...CLIENT_SETTINGS, timeoutMs: clientTimeoutMs(options.pgbouncer) },
+        random: mulberry32(options.seed + 2),
+      },
       (done) => (finished = done),
     );
     clearInterval(report);

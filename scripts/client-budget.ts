@@ -1,12 +1,11 @@
 import 'reflect-metadata';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { join, resolve, sep } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type * as Client from '../client/src/index.js';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
+import { loadClientLibrary } from './lib/client-library';
 import { type PrivatePostgres, startPrivatePostgres } from '../test/support/private-postgres';
 import { type ApiProcess, startApiProcess } from '../test/support/processes';
 import { openScratchDatabase } from '../test/support/scratch-database';
@@ -197,9 +196,6 @@ function parseOptions(argv: string[]): (FleetOptions & { json: boolean }) | 'hel
   };
 }
 
-/** The repository root, whether this runs compiled (dist/scripts) or under ts-jest (scripts). */
-const ROOT = resolve(__dirname, __dirname.includes(`${sep}dist${sep}`) ? '../..' : '..');
-
 function progress(line: string): void {
   process.stderr.write(`client:budget: ${line}\n`);
 }
@@ -220,7 +216,7 @@ async function main(): Promise<void> {
   }
   const base = loadConfigOrExit();
   // The package as npm pack ships it, not its sources.
-  const { PaymentsClient } = (await import(pathToFileURL(join(ROOT, 'client', 'dist', 'index.js')).href)) as typeof Client;
+  const { PaymentsClient } = await loadClientLibrary();
   const queuePrefix = `client-budget-${randomUUID().slice(0, 8)}`;
   let postgres: PrivatePostgres | undefined;
   let api: ApiProcess | undefined;

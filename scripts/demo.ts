@@ -2,7 +2,6 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import createClient, { type Client } from 'openapi-fetch';
 import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
@@ -10,23 +9,22 @@ import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
 import { providerKeyFor } from '../src/ledger/payment-id';
 import { runAudit } from './audit';
-import type { components, paths } from '../client/src/generated/api-types';
+import type * as ClientLibrary from '../client/src/index.js';
+import type { Event as MerchantEvent, EventType, Payment, PaymentCreateParams, PaymentsClient, RefundCreateParams } from '../client/src/index.js';
+import { loadClientLibrary } from './lib/client-library';
 import { type ManagedProcess, type ProcessExit, startApiProcess } from '../test/support/processes';
+import { type BodyFacts, describeBody } from '../test/support/reply-recorder';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
 
 /**
  * `npm run demo`: a narrated walk through what the service exists for, against
  * a stack that is already running (compose, or `npm run start:all`), with the
- * client generated from the OpenAPI document. Each step says what the client
- * sent, what came back and why, and checks it; exit 0 when every step behaved
- * as narrated, 1 when one did not, 2 when the demo could not run.
+ * client library (client/, the built package) as a team uses it: one
+ * instance, its retry rules, every give-up reported. Each step says what the
+ * client sent, request by request, what came back and why, and checks it;
+ * exit 0 when every step behaved as narrated, 1 when one did not, 2 when the
+ * demo could not run.
  */
-
-type Api = Client<paths>;
-type Payment = components['schemas']['PaymentResource'];
-type PaymentBody = components['schemas']['CreatePaymentDto'];
-type EventType = components['schemas']['EventResource']['type'];
-type Refund = components['schemas']['RefundResource'];
 
 const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk_…] [--webhooks] [--wait S]
 
@@ -84,16 +82,19 @@ interface Options {
   webhooks: boolean;
 }
 
-/** One POST /v1/payments as the client saw it. */
+/** One request the client library sent, and its answer (or the lack of one), as the wire carried them. */
 interface Answer {
-  status: number;
+  key?: string;
+  /** The HTTP status; undefined when no answer came. */
+  status?: number;
   /** The body byte for byte. */
   text: string;
   replayed: boolean;
   retryAfter: string | null;
-  /** The payment object, or the one a decline embeds. */
-  payment?: Payment;
-  code?: string;
+  /** The error code, and the payment or refund the body names: the object, or the one a decline or a failed refund embeds. */
+  facts: BodyFacts;
+  /** Why no answer came (ECONNREFUSED, a timeout…). */
+  error?: string;
 }
 
 class Narrator {
@@ -129,17 +130,64 @@ class Narrator {
   }
 }
 
-/** A typed client whose answers also keep their raw body, for byte-for-byte comparisons. */
-function apiClient(baseUrl: string, apiKey: string): { api: Api; raw: (response: Response) => Promise<string> } {
-  const bodies = new WeakMap<Response, Promise<string>>();
-  const api = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${apiKey}` } });
-  api.use({
-    onResponse({ response }) {
-      bodies.set(response, response.clone().text());
-    },
-  });
-  return { api, raw: (response) => bodies.get(response) ?? Promise.resolve('') };
+/**
+ * The fetch the demo gives the client library: it narrates each request the
+ * library sends and each answer, and keeps the answers' bytes for the
+ * byte-for-byte checks. The library does the retrying; this only watches.
+ */
+class Wire {
+  readonly answers: Answer[] = [];
+  private quiet = 0;
+
+  constructor(private readonly say: Narrator) {}
+
+  readonly fetch: typeof fetch = async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const key = new Headers(init?.headers).get('idempotency-key') ?? undefined;
+    if (!this.quiet) {
+      const body = typeof init?.body === 'string' ? `  ${init.body}` : '';
+      this.say.sent(`${init?.method ?? 'GET'} ${url.pathname}${url.search}${key ? `  Idempotency-Key: ${key}` : ''}${body}`);
+    }
+    let answer: Answer;
+    try {
+      const response = await fetch(url, init);
+      const text = await response.clone().text();
+      answer = {
+        key,
+        status: response.status,
+        text,
+        replayed: response.headers.get('Idempotent-Replayed') === 'true',
+        retryAfter: response.headers.get('Retry-After'),
+        facts: describeBody(text),
+      };
+      return response;
+    } catch (error) {
+      answer = { key, text: '', replayed: false, retryAfter: null, facts: {}, error: errorName(error) };
+      throw error;
+    } finally {
+      this.answers.push(answer!);
+      if (!this.quiet) this.say.got(describe(answer!));
+    }
+  };
+
+  /** Runs `fn` without narrating each request (a poll, a crowd); the answers are still kept. */
+  async muted<T>(fn: () => Promise<T>): Promise<T> {
+    this.quiet++;
+    try {
+      return await fn();
+    } finally {
+      this.quiet--;
+    }
+  }
+
+  /** The answers to requests under `key`, in order. */
+  to(key: string): Answer[] {
+    return this.answers.filter((answer) => answer.key === key);
+  }
 }
+
+/** What the client library a team installs gives the demo: its client class and its errors. */
+type Library = typeof ClientLibrary;
 
 class Demo {
   private readonly finals = new Map<string, EventType>();
@@ -147,21 +195,41 @@ class Demo {
   private readonly firstKey = newKey();
   /** The first step's payment, which the refund step refunds. */
   private firstPayment?: Payment;
-  private api!: Api;
-  private raw!: (response: Response) => Promise<string>;
+  private readonly wire: Wire;
+  private api!: PaymentsClient;
 
   constructor(
+    private readonly library: Library,
     private readonly options: Options,
     private readonly config: AppConfig,
     private readonly say: Narrator,
-  ) {}
+  ) {
+    this.wire = new Wire(say);
+  }
+
+  /**
+   * The client as a team sets it up: one instance, its default retry rules,
+   * and every give-up reported, never silent.
+   */
+  private client(baseUrl: string, apiKey: string): PaymentsClient {
+    return new this.library.PaymentsClient({
+      baseUrl,
+      apiKey,
+      fetch: this.wire.fetch,
+      onGiveUp: ({ operation, reason, attempts, idempotencyKey, lastError }) =>
+        this.say.note(
+          `the client gave up: ${operation} ${reason} after ${attempts} attempt(s)` +
+            `${idempotencyKey ? `, key ${idempotencyKey}` : ''}: ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+        ),
+    });
+  }
 
   async run(apiKey: string, receiver: WebhookReceiver | undefined): Promise<void> {
-    ({ api: this.api, raw: this.raw } = apiClient(this.options.apiUrl, apiKey));
+    this.api = this.client(this.options.apiUrl, apiKey);
     await this.firstAttempt();
     await this.lostReply();
     await this.keyReused();
-    await this.concurrentRetries();
+    await this.concurrentRetries(apiKey);
     await this.decline();
     await this.refund();
     await this.pendingSettledByEvent();
@@ -173,23 +241,25 @@ class Demo {
   private async firstAttempt(): Promise<void> {
     this.say.step(
       'First attempt',
-      'A new Idempotency-Key: the API claims the key, charges once under the provider key pk_<payment id>, stores the answer.',
+      'api.payments.create with a new Idempotency-Key: the API claims the key, charges once under the provider key ' +
+        'pk_<payment id>, stores the answer.',
     );
     const key = this.firstKey;
     const body = card('pm_card_ok', 1_000);
-    const first = await this.pay(key, body);
-    const payment = first.payment;
-    this.say.check(first.status === 201 && payment?.status === 'succeeded', '201 with a succeeded payment', describe(first));
+    const payment = await this.pay(key, body);
+    const [first] = this.wire.to(key);
+    this.say.check(first?.status === 201 && payment?.status === 'succeeded', '201 with a succeeded payment', describe(first));
     if (!payment) return;
     this.firstPayment = payment;
     this.finals.set(payment.id, 'payment.succeeded');
     await this.oneChargeFor(payment.id);
 
-    this.say.line('The same request again, as a client that never saw the answer would send it:');
-    const replay = await this.pay(key, body);
+    this.say.line('The same call again with the same key, as a client that never saw the answer (a restart, a lost reply) makes it:');
+    const again = await this.pay(key, body);
+    const replay = this.wire.to(key).at(-1);
     this.say.check(
-      replay.status === 201 && replay.replayed && replay.text === first.text,
-      'the stored answer, byte for byte, with Idempotent-Replayed: true; no second charge',
+      again?.id === payment.id && replay?.status === 201 && replay.replayed && replay.text === first.text,
+      'the stored answer, byte for byte, with Idempotent-Replayed: true; the same payment; no second charge',
       describe(replay),
     );
     await this.oneChargeFor(payment.id);
@@ -199,10 +269,16 @@ class Demo {
     this.say.step(
       'The same key with a different body',
       'The first step\'s key, now with amount 1001: not a retry but a client bug. Answering with the stored payment would ' +
-        'hide it, charging again would break the key\'s promise: the API refuses it.',
+        'hide it, charging again would break the key\'s promise: the API refuses it, and the client does not retry a refusal.',
     );
-    const reused = await this.pay(this.firstKey, card('pm_card_ok', 1_001));
-    this.say.check(reused.status === 422 && reused.code === 'idempotency_key_reused', '422 idempotency_key_reused', describe(reused));
+    const error = await this.api.payments
+      .create(card('pm_card_ok', 1_001), { idempotencyKey: this.firstKey })
+      .then(() => undefined, (caught: unknown) => caught);
+    this.say.check(
+      error instanceof this.library.ApiError && error.status === 422 && error.code === 'idempotency_key_reused' && error.attempts === 1,
+      'the call rejects with ApiError 422 idempotency_key_reused, after one request',
+      String(error),
+    );
   }
 
   private async lostReply(): Promise<void> {
@@ -211,138 +287,141 @@ class Demo {
       'pm_card_lost_response: the provider records the charge, then drops the connection without answering. ' +
         'The API cannot know whether it charged, so it retries under the same provider key, and the provider answers with the charge it already has.',
     );
-    const answer = await this.pay(newKey(), card('pm_card_lost_response', 2_000));
-    const payment = answer.payment;
-    this.say.check(answer.status === 201 && payment?.status === 'succeeded', '201 succeeded although the first reply was lost', describe(answer));
+    const key = newKey();
+    const payment = await this.pay(key, card('pm_card_lost_response', 2_000));
+    this.say.check(payment?.status === 'succeeded', '201 succeeded although the first reply was lost', describe(this.wire.to(key).at(-1)));
     if (!payment) return;
     this.finals.set(payment.id, 'payment.succeeded');
-    const key = providerKeyFor(payment.id);
-    this.say.sent(`provider GET /charges/${key}`);
-    const { status, charge } = await this.providerCharge(key);
+    const providerKey = providerKeyFor(payment.id);
+    this.say.sent(`provider GET /charges/${providerKey}`);
+    const { status, charge } = await this.providerCharge(providerKey);
     this.say.got(`${status} ${charge ? `${charge.id} ${charge.status}` : ''}`);
     this.say.check(status === 200 && charge?.id === payment.provider_charge_id, 'the provider holds the charge the payment names');
     await this.oneChargeFor(payment.id);
   }
 
-  private async concurrentRetries(): Promise<void> {
+  private async concurrentRetries(apiKey: string): Promise<void> {
     this.say.step(
       `${CONCURRENT_RETRIES} concurrent retries on one key`,
-      'A client whose retries race each other: they meet at the key\'s primary key; one claims it and charges, ' +
-        'the others get 409 idempotency_key_in_use (try again later) or, once it is done, the stored answer.',
+      `${CONCURRENT_RETRIES} processes of the merchant, each with its own client, pay one order at once with the key it ` +
+        'stored: the requests meet at the key\'s primary key; one claims it and charges, the others get 409 ' +
+        'idempotency_key_in_use with Retry-After, and their clients retry after it until the stored answer comes.',
     );
     const key = newKey();
     const body = card('pm_card_ok', 3_000);
-    this.say.sent(`${CONCURRENT_RETRIES} x POST /v1/payments at once, Idempotency-Key: ${key}, ${JSON.stringify(body)}`);
-    const answers = await Promise.all(Array.from({ length: CONCURRENT_RETRIES }, () => this.send(key, body)));
+    this.say.sent(`${CONCURRENT_RETRIES} x api.payments.create at once, Idempotency-Key: ${key}, ${JSON.stringify(body)}`);
+    const clients = Array.from({ length: CONCURRENT_RETRIES }, () => this.client(this.options.apiUrl, apiKey));
+    const payments = await this.wire.muted(() =>
+      Promise.all(clients.map((client) => client.payments.create(body, { idempotencyKey: key }).catch(() => undefined))),
+    );
+    const answers = this.wire.to(key);
     const created = answers.filter((answer) => answer.status === 201);
-    const inUse = answers.filter((answer) => answer.status === 409 && answer.code === 'idempotency_key_in_use');
-    const ids = new Set(created.map((answer) => answer.payment?.id));
+    const inUse = answers.filter((answer) => answer.status === 409 && answer.facts.code === 'idempotency_key_in_use');
     this.say.got(
-      `${created.length} x 201 (${created.filter((answer) => answer.replayed).length} of them replays), ${inUse.length} x 409 idempotency_key_in_use` +
-        `, ${answers.length - created.length - inUse.length} other`,
+      `${answers.length} requests: ${created.length} x 201 (${created.filter((answer) => answer.replayed).length} of them replays), ` +
+        `${inUse.length} x 409 idempotency_key_in_use, ${answers.length - created.length - inUse.length} other`,
     );
     this.say.check(created.length + inUse.length === answers.length, 'every answer is the 201 or a 409 idempotency_key_in_use');
     this.say.check(
       created.filter((answer) => !answer.replayed).length === 1,
       'exactly one request did the work (the one 201 without Idempotent-Replayed)',
     );
-    this.say.check(ids.size === 1 && new Set(created.map((answer) => answer.text)).size === 1, 'every 201 is the same payment, byte for byte');
-
-    this.say.line('The client, told 409 with Retry-After, retries once more:');
-    const last = await this.pay(key, body);
+    this.say.check(new Set(created.map((answer) => answer.text)).size === 1, 'every 201 is the same payment, byte for byte');
+    const ids = new Set(payments.map((payment) => payment?.id));
+    const [paymentId] = ids;
     this.say.check(
-      last.status === 201 && last.replayed && created.every((answer) => answer.text === last.text),
-      'the stored 201, byte for byte',
-      describe(last),
+      ids.size === 1 && paymentId !== undefined,
+      `every call resolved with that payment, ${paymentId}: the 409s were retried by the clients, not by the caller`,
+      [...ids].join(', '),
     );
-    if (!last.payment) return;
-    this.finals.set(last.payment.id, 'payment.succeeded');
-    await this.oneChargeFor(last.payment.id);
+    if (ids.size !== 1 || !paymentId) return;
+    this.finals.set(paymentId, 'payment.succeeded');
+    await this.oneChargeFor(paymentId);
   }
 
   private async decline(): Promise<void> {
     this.say.step(
       'A decline, replayed byte for byte',
-      'pm_card_declined: the provider declines. A decline is a final answer: stored and replayed like a success, never charged on a retry.',
+      'pm_card_declined: the provider declines. A decline is a final answer: stored and replayed like a success, never ' +
+        'charged on a retry. The client does not retry it: the call rejects with DeclineError and the failed payment.',
     );
     const key = newKey();
     const body = card('pm_card_declined', 4_000);
-    const first = await this.pay(key, body);
+    const declined = () => this.api.payments.create(body, { idempotencyKey: key }).then(() => undefined, (caught: unknown) => caught);
+    const error = await declined();
+    const first = this.wire.to(key)[0];
+    const payment = error instanceof this.library.DeclineError ? error.payment : undefined;
     this.say.check(
-      first.status === 402 && first.code === 'card_declined' && first.payment?.status === 'failed',
-      '402 card_declined with the failed payment embedded',
-      describe(first),
+      first?.status === 402 && payment?.status === 'failed' && payment.failure_code === 'card_declined',
+      '402 card_declined: DeclineError, with the failed payment',
+      String(error),
     );
-    if (first.payment) this.finals.set(first.payment.id, 'payment.failed');
-    const replay = await this.pay(key, body);
-    this.say.check(replay.status === 402 && replay.replayed && replay.text === first.text, 'the same 402, byte for byte, replayed', describe(replay));
+    if (payment) this.finals.set(payment.id, 'payment.failed');
+    const again = await declined();
+    const replay = this.wire.to(key).at(-1);
+    this.say.check(
+      again instanceof this.library.DeclineError && replay?.status === 402 && replay.replayed && replay.text === first?.text,
+      'the same 402, byte for byte, replayed',
+      describe(replay),
+    );
   }
 
   private async refund(): Promise<void> {
     this.say.step(
       'A refund, and one too many',
-      'POST /v1/refunds runs on the same machinery as a payment: its own key, one provider refund under rk_<refund id>, ' +
+      'api.refunds.create runs on the same machinery as a payment: its own key, one provider refund under rk_<refund id>, ' +
         'the answer stored and replayed. Its amount is reserved under the payment\'s lock, so refunds never add up to more than the payment.',
     );
     const payment = this.firstPayment;
     if (!payment) return;
     const key = newKey();
-    const body = { payment: payment.id, amount: 400, reason: 'requested_by_customer' as const };
-    const first = await this.refundWith(key, body);
-    this.say.check(first.status === 201 && first.refund?.status === 'succeeded', '201 with a succeeded refund of 400', first.text);
-    if (first.refund) this.finals.set(first.refund.id, 'refund.succeeded');
-    const replay = await this.refundWith(key, body);
-    this.say.check(replay.status === 201 && replay.replayed && replay.text === first.text, 'the stored answer, byte for byte', replay.text);
-    const read = await this.readPayment(payment.id);
+    const params: RefundCreateParams = { payment: payment.id, amount: 400, reason: 'requested_by_customer' };
+    const refund = await this.api.refunds.create(params, { idempotencyKey: key }).catch(() => undefined);
+    const first = this.wire.to(key)[0];
+    this.say.check(refund?.status === 'succeeded' && refund.amount === 400, '201 with a succeeded refund of 400', describe(first));
+    if (refund) this.finals.set(refund.id, 'refund.succeeded');
+    const again = await this.api.refunds.create(params, { idempotencyKey: key }).catch(() => undefined);
+    const replay = this.wire.to(key).at(-1);
+    this.say.check(
+      again?.id === refund?.id && replay?.status === 201 && replay.replayed && replay.text === first?.text,
+      'the stored answer, byte for byte',
+      describe(replay),
+    );
+    const read = await this.api.payments.retrieve(payment.id).catch(() => undefined);
     this.say.check(read?.amount_refunded === 400, 'the payment now shows amount_refunded 400', JSON.stringify(read));
 
     this.say.line(`Another key asks for ${payment.amount} more, past what is left (${payment.amount - 400}):`);
-    const tooMuch = await this.refundWith(newKey(), { payment: payment.id, amount: payment.amount });
-    this.say.check(tooMuch.status === 400 && tooMuch.code === 'amount_too_large', '400 amount_too_large; nothing written', tooMuch.text);
-  }
-
-  private async refundWith(
-    key: string,
-    body: { payment: string; amount?: number; reason?: 'duplicate' | 'fraudulent' | 'requested_by_customer' },
-  ): Promise<{ status: number; text: string; replayed: boolean; refund?: Refund; code?: string }> {
-    this.say.sent(`POST /v1/refunds  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
-    const { data, error, response } = await this.api.POST('/v1/refunds', { params: { header: { 'Idempotency-Key': key } }, body });
-    const text = await this.raw(response);
-    this.say.got(`${response.status} ${text.length > 160 ? `${text.slice(0, 160)}…` : text}`);
-    return {
-      status: response.status,
-      text,
-      replayed: response.headers.get('Idempotent-Replayed') === 'true',
-      refund: data,
-      code: error?.error.code,
-    };
+    const tooMuch = await this.api.refunds.create({ payment: payment.id, amount: payment.amount }).then(() => undefined, (caught: unknown) => caught);
+    this.say.check(
+      tooMuch instanceof this.library.ApiError && tooMuch.status === 400 && tooMuch.code === 'amount_too_large',
+      'ApiError 400 amount_too_large; nothing written',
+      String(tooMuch),
+    );
   }
 
   private async pendingSettledByEvent(): Promise<void> {
     this.say.step(
       'A pending payment settled by the provider\'s event',
       'pm_card_pending: the provider accepts the charge as pending and settles it later. The API answers 202 with the payment ' +
-        'pending; nothing is guessed. The provider then posts a signed charge.succeeded event, which moves the payment to succeeded.',
+        'pending and Retry-After; nothing is guessed. The provider then posts a signed charge.succeeded event, which moves the ' +
+        'payment to succeeded. The client polls the 202 with the same key, after each Retry-After, until the answer is final.',
     );
     const key = newKey();
     const body = card('pm_card_pending', 5_000);
-    const first = await this.pay(key, body);
-    const payment = first.payment;
+    const started = Date.now();
+    const payment = await this.pay(key, body, { deadlineMs: SETTLE_DEADLINE_MS });
+    const [first] = this.wire.to(key);
     this.say.check(
-      first.status === 202 && payment?.status === 'pending' && first.retryAfter !== null,
-      '202 with the payment pending and Retry-After',
+      first?.status === 202 && first.facts.paymentStatus === 'pending' && first.retryAfter !== null,
+      'first 202 with the payment pending and Retry-After',
       describe(first),
     );
-    if (!payment) return;
-    this.say.sent(`GET /v1/payments/${payment.id} every ${POLL_MS} ms, for up to ${SETTLE_DEADLINE_MS / 1000} s`);
-    const started = Date.now();
-    const settled = await this.pollUntilFinal(payment.id, SETTLE_DEADLINE_MS);
-    this.say.got(`${settled?.status ?? 'no answer'} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    if (!settled || !this.say.check(settled.status === 'succeeded', 'succeeded')) return;
+    this.say.got(`${payment?.status ?? 'no final answer'} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    if (!payment || !this.say.check(payment.status === 'succeeded', 'the call resolved with the payment succeeded')) return;
     this.finals.set(payment.id, 'payment.succeeded');
     // Only the worker's sweep could settle it otherwise, and the sweep takes no payment younger than this.
     const { staleAfterMs } = this.config.reconcile;
-    const settledAfterMs = Date.parse(settled.updated_at) - Date.parse(settled.created_at);
+    const settledAfterMs = Date.parse(payment.updated_at) - Date.parse(payment.created_at);
     this.say.check(
       settledAfterMs < staleAfterMs,
       `settled ${settledAfterMs} ms after its creation, before the worker's sweep may take it (RECONCILE_STALE_AFTER_MS, ${staleAfterMs} ms): by the event`,
@@ -356,8 +435,9 @@ class Demo {
     }
     this.say.got(event ? `${event.id} ${event.type} version ${event.data.version}, delivered: ${event.delivered}, attempts: ${event.attempts}` : 'no charge.succeeded event');
     this.say.check(event?.delivered === true, 'the API answered the signed event 2xx, after committing what it applied');
-    const replay = await this.pay(key, body);
-    this.say.check(replay.status === 201 && replay.replayed, 'a retry with the key now replays the final 201', describe(replay));
+    await this.pay(key, body);
+    const replay = this.wire.to(key).at(-1);
+    this.say.check(replay?.status === 201 && replay.replayed, 'a call with the key now replays the final 201', describe(replay));
     await this.oneChargeFor(payment.id);
   }
 
@@ -368,44 +448,50 @@ class Demo {
       'A crash mid-payment, finished by the worker',
       'The running stack is not the demo\'s to kill, so the crash happens in an API process the demo starts itself, on the ' +
         'same database, Redis and provider, with CRASH_POINT=after_claim: it commits the claim and the pending payment, then ' +
-        'SIGKILLs itself before calling the provider. Nobody will retry; the stack\'s worker finds the payment once it is ' +
+        'SIGKILLs itself before calling the provider. Its client retries, finds nobody, and gives up, loudly, with the key ' +
+        'in its error. The stack\'s worker finds the payment once it is ' +
         `RECONCILE_STALE_AFTER_MS (${staleAfterMs} ms) old and its lease (${CRASH_LEASE_MS} ms) has run out, asks the ` +
         'provider, which never heard of it, and submits the charge under the same provider key.',
     );
     const crashing = await startApiProcess({ ...CRASHING_API_ENV, PROVIDER_URL: this.options.providerUrl });
     let paymentId: string | undefined;
     try {
-      const key = newKey();
       const body = card('pm_card_ok', 6_000);
-      this.say.sent(`POST ${crashing.url}/v1/payments (the demo's own API, pid ${crashing.pid})  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
-      const outcome = await apiClient(crashing.url, apiKey)
-        .api.POST('/v1/payments', { params: { header: { 'Idempotency-Key': key } }, body })
-        .then((answer) => `${answer.response.status}`, (error: unknown) => `no answer (${errorName(error)})`);
+      this.say.note(`the demo's own API: ${crashing.url}, pid ${crashing.pid}`);
+      const error = await this.client(crashing.url, apiKey)
+        .payments.create(body, { idempotencyKey: newKey() })
+        .then(() => undefined, (caught: unknown) => caught);
       const crashed = await crashing.waitForLine(({ json }) => json?.msg === 'crash point reached');
       const exit = await exitWithin(crashing, CRASH_EXIT_DEADLINE_MS);
       paymentId = crashed.json?.paymentId as string | undefined;
-      this.say.got(`${outcome}; the process wrote "crash point reached" for ${paymentId} and died (${exit ? (exit.signal ?? exit.code) : 'still running'})`);
-      this.say.check(outcome.startsWith('no answer') && exit?.signal === 'SIGKILL', 'the client got no answer: the API died mid-payment');
-      if (!paymentId) return;
+      this.say.got(`the process wrote "crash point reached" for ${paymentId} and died (${exit ? (exit.signal ?? exit.code) : 'still running'})`);
+      const lost = error instanceof this.library.NetworkError ? error : undefined;
+      this.say.check(
+        lost !== undefined && exit?.signal === 'SIGKILL',
+        'the call rejected with NetworkError: the API died mid-payment, and nobody answered the retries',
+        String(error),
+      );
+      if (!paymentId || !lost?.idempotencyKey) return;
 
-      const before = await this.readPayment(paymentId);
+      const before = await this.api.payments.retrieve(paymentId).catch(() => undefined);
       const { status } = await this.providerCharge(providerKeyFor(paymentId));
-      this.say.got(`the stack's API: GET /v1/payments/${paymentId} -> ${before?.status}; provider GET /charges/${providerKeyFor(paymentId)} -> ${status}`);
+      this.say.note(`provider GET /charges/${providerKeyFor(paymentId)} -> ${status}`);
       this.say.check(before?.status === 'pending' && status === 404, 'left behind: a pending payment the provider never received');
 
       this.say.sent(`GET /v1/payments/${paymentId} every ${POLL_MS} ms, for up to ${Math.round(deadlineMs / 1000)} s`);
       const started = Date.now();
-      const settled = await this.pollUntilFinal(paymentId, deadlineMs);
+      const settled = await this.wire.muted(() => this.pollUntilFinal(paymentId!, deadlineMs));
       this.say.got(`${settled?.status ?? 'still pending'} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
       if (!this.say.check(settled?.status === 'succeeded', 'the worker finished it: succeeded')) return;
       this.finals.set(paymentId, 'payment.succeeded');
       await this.oneChargeFor(paymentId);
-      this.say.line('The client comes back and retries with its key, at the stack\'s API:');
-      const retry = await this.pay(key, body);
+      this.say.line('The client comes back and resumes the payment with the key its error carries, at the stack\'s API:');
+      const resumed = await this.pay(lost.idempotencyKey, body);
+      const replay = this.wire.to(lost.idempotencyKey).at(-1);
       this.say.check(
-        retry.status === 201 && retry.replayed && retry.payment?.id === paymentId,
+        resumed?.id === paymentId && replay?.status === 201 && replay.replayed,
         'the 201 the worker stored, replayed: the same payment',
-        describe(retry),
+        describe(replay),
       );
     } finally {
       await crashing.kill();
@@ -416,11 +502,11 @@ class Demo {
     this.say.step(
       'Merchant events',
       'Every final status is an event, written in the same transaction as the change, whoever made it (the request, the ' +
-        'provider\'s event, the worker). The merchant pulls them from GET /v1/events' +
+        'provider\'s event, the worker). The merchant pulls them with api.events.list' +
         (receiver ? ', and the worker pushes each to its webhook endpoint, signed.' : '; webhooks are off in this run (--webhooks).'),
     );
     this.say.sent('GET /v1/events?limit=100, page after page');
-    const events = await this.listEventsOf(this.finals);
+    const events = await this.wire.muted(() => this.listEventsOf(this.finals));
     const ours = events.filter((event) => this.finals.get(event.data.object.id) === event.type);
     this.say.got(`${events.length} events; ${ours.length} for the ${this.finals.size} final payments of this run: ${count(ours.map((e) => e.type))}`);
     this.say.check(
@@ -456,23 +542,12 @@ class Demo {
     this.say.check(report.ok, 'the ledgers agree', JSON.stringify(Object.fromEntries(broken)));
   }
 
-  private async pay(key: string, body: PaymentBody): Promise<Answer> {
-    this.say.sent(`POST /v1/payments  Idempotency-Key: ${key}  ${JSON.stringify(body)}`);
-    const answer = await this.send(key, body);
-    this.say.got(describe(answer));
-    return answer;
-  }
-
-  private async send(key: string, body: PaymentBody): Promise<Answer> {
-    const { data, error, response } = await this.api.POST('/v1/payments', { params: { header: { 'Idempotency-Key': key } }, body });
-    return {
-      status: response.status,
-      text: await this.raw(response),
-      replayed: response.headers.get('Idempotent-Replayed') === 'true',
-      retryAfter: response.headers.get('Retry-After'),
-      payment: data ?? (error && 'payment' in error.error ? error.error.payment : undefined),
-      code: error?.error.code,
-    };
+  /** api.payments.create: the payment, succeeded or (from a DeclineError) failed; undefined when the call rejected otherwise. */
+  private async pay(key: string, body: PaymentCreateParams, options: { deadlineMs?: number } = {}): Promise<Payment | undefined> {
+    return this.api.payments.create(body, { idempotencyKey: key, ...options }).catch((error: unknown) => {
+      if (error instanceof this.library.DeclineError) return error.payment;
+      return undefined;
+    });
   }
 
   private async settlingEvent(paymentId: string): Promise<ListedChargeEvent | undefined> {
@@ -480,16 +555,13 @@ class Demo {
     return events.find((event) => event.data.reference === paymentId && event.type === 'charge.succeeded');
   }
 
-  private async readPayment(id: string): Promise<Payment | undefined> {
-    return (await this.api.GET('/v1/payments/{id}', { params: { path: { id } } })).data;
-  }
-
   private async pollUntilFinal(id: string, timeoutMs: number): Promise<Payment | undefined> {
     const deadline = Date.now() + timeoutMs;
-    let payment = await this.readPayment(id);
+    const read = () => this.api.payments.retrieve(id).catch(() => undefined);
+    let payment = await read();
     while (payment?.status === 'pending' && Date.now() < deadline) {
       await delay(POLL_MS);
-      payment = await this.readPayment(id);
+      payment = await read();
     }
     return payment;
   }
@@ -499,25 +571,14 @@ class Demo {
    * or 10 s pass: an event is listed once the writes to the database that
    * started before its own have ended.
    */
-  private async listEventsOf(finals: Map<string, string>): Promise<components['schemas']['EventResource'][]> {
+  private async listEventsOf(finals: Map<string, string>): Promise<MerchantEvent[]> {
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const events = await this.listEvents();
+      const events: MerchantEvent[] = [];
+      for await (const event of this.api.events.list({ limit: 100 })) events.push(event);
       const listed = new Set(events.map((event) => `${event.data.object.id} ${event.type}`));
       if ([...finals].every(([id, type]) => listed.has(`${id} ${type}`)) || Date.now() > deadline) return events;
       await delay(POLL_MS);
-    }
-  }
-
-  private async listEvents(): Promise<components['schemas']['EventResource'][]> {
-    const events: components['schemas']['EventResource'][] = [];
-    let startingAfter: string | undefined;
-    for (;;) {
-      const { data } = await this.api.GET('/v1/events', { params: { query: { limit: 100, starting_after: startingAfter } } });
-      if (!data) return events;
-      events.push(...data.data);
-      if (!data.has_more || data.data.length === 0) return events;
-      startingAfter = data.data[data.data.length - 1].id;
     }
   }
 
@@ -555,7 +616,7 @@ async function exitWithin(child: ManagedProcess, timeoutMs: number): Promise<Pro
   }
 }
 
-function card(paymentMethod: string, amount: number): PaymentBody {
+function card(paymentMethod: string, amount: number): PaymentCreateParams {
   return { amount, currency: 'EUR', payment_method: paymentMethod };
 }
 
@@ -563,11 +624,14 @@ function newKey(): string {
   return `demo-${randomUUID()}`;
 }
 
-function describe(answer: Answer): string {
+function describe(answer: Answer | undefined): string {
+  if (!answer) return 'no request';
+  if (answer.status === undefined) return `no answer (${answer.error})`;
   const parts: string[] = [String(answer.status)];
-  if (answer.code) parts.push(answer.code);
-  if (answer.payment) parts.push(`${answer.payment.id} ${answer.payment.status}`);
-  if (answer.payment?.provider_charge_id) parts.push(`charge ${answer.payment.provider_charge_id}`);
+  const { code, paymentId, paymentStatus, refundId, refundStatus, chargeId } = answer.facts;
+  if (code) parts.push(code);
+  if (paymentId ?? refundId) parts.push(`${paymentId ?? refundId} ${paymentStatus ?? refundStatus}`);
+  if (chargeId) parts.push(`charge ${chargeId}`);
   if (answer.replayed) parts.push('Idempotent-Replayed: true');
   if (answer.retryAfter !== null) parts.push(`Retry-After: ${answer.retryAfter}`);
   return parts.join('  ');
@@ -651,6 +715,7 @@ async function main(): Promise<number> {
   if (options.webhooks && !config.webhooks.allowPrivateUrls) {
     throw new Error('--webhooks serves its endpoint on 127.0.0.1: set WEBHOOK_ALLOW_PRIVATE_URLS=true, for the demo and the worker');
   }
+  const library = await loadClientLibrary();
   for (const url of [`${options.apiUrl}/health/ready`, `${options.providerUrl}/health`]) {
     if (!(await reachable(url, options.waitMs))) throw new Error(`${url} does not answer 200: is the stack running?`);
   }
@@ -665,7 +730,7 @@ async function main(): Promise<number> {
       say.line(`A client of the demo's own: ${client.id}${receiver ? `, webhook endpoint ${receiver.url('demo')}` : ''}.`);
     }
     say.line(`API ${options.apiUrl}, provider ${options.providerUrl}.`);
-    await new Demo(options, config, say).run(apiKey, receiver);
+    await new Demo(library, options, config, say).run(apiKey, receiver);
   } finally {
     await receiver?.close();
   }

@@ -16,7 +16,7 @@ const POISON_RATE = '0.05';
  * The compiled chaos run, as CI's short version of `npm run chaos`: two APIs,
  * two workers and the provider failing 30 % of its calls and poisoning 5 % of
  * its 2xx charge and refund answers, crashes, a Redis flush and a fast and an immediate
- * Postgres restart under retrying clients who refund a good share of what
+ * Postgres restart under merchants paying through the client library, who refund a good share of what
  * they paid (partly, in turns, several at once, some on refund fault cards),
  * every merchant's endpoint failing or holding some first attempts, then the
  * audit and the count of events delivered. Its own redis-server and Postgres cluster: nothing here
@@ -34,6 +34,7 @@ describe('npm run chaos (short)', () => {
         refunds_by_status: Record<string, number>;
         postgres_outages: { count: number; answers: Record<string, number> };
         webhook_receipts: { answers: Record<string, number> };
+        given_up: Record<string, number>;
       };
       expect(summary).toMatchObject(CLEAN_VERDICT);
       // Enough happened for the zeros to mean something.
@@ -46,6 +47,12 @@ describe('npm run chaos (short)', () => {
       expect(summary.faults.redis_flushes).toBe(1);
       expect(summary.faults).toMatchObject({ postgres_restarts_fast: 1, postgres_restarts_immediate: 1 });
       expect(summary.answers['422 idempotency_key_reused']).toBeGreaterThan(0);
+      // The clients reported every refusal they got as a give-up (no retry could change it), beside the
+      // give-ups they resumed; and none silently (silent_give_ups above).
+      expect(summary.given_up.not_retryable).toBeGreaterThanOrEqual(
+        summary.answers['422 idempotency_key_reused'] + summary.refund_answers['400 amount_too_large'],
+      );
+      expect(summary.abandoned).toEqual(expect.any(Number));
       // Outcomes the provider left open reached the clients as 202 (a pending
       // charge, or no answer once retries ran out). Refusals while a client's
       // circuit was open (503 provider_unavailable) come in most runs but not

@@ -1,14 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
+import type * as ClientLibrary from '../../client/src/index.js';
+import type { CreateOptions, GiveUpInfo, PaymentCreateParams, PaymentsClient, RefundCreateParams } from '../../client/src/index.js';
 import type { Random } from '../../test/support/random';
-import { type PayRequest, type PayResult, type ClientRetryPolicy, payWithRetries } from '../../test/support/payment-client';
-import type { Exchange, RefundExchange } from './verdict';
+import { type Reply, ReplyRecorder } from '../../test/support/reply-recorder';
+import type { ClientCalls, Exchange, RefundExchange } from './verdict';
 
 /**
- * The chaos run's clients: a paced stream of payment operations, each sent by
- * a careful client (test/support/payment-client.ts) that retries with the same
- * key; a good share of the payments that succeed are then refunded, by the
- * same kind of client.
+ * The chaos run's clients: a paced stream of payment operations, each made
+ * by its merchant's PaymentsClient (the client library, one instance per
+ * merchant, as a team runs it) under one key; a good share of the payments
+ * that succeed are then refunded the same way. A call the client gives up
+ * on is resumed with its key, as the library asks its users to, until it
+ * ends or the operation's window does.
  */
 
 /**
@@ -53,7 +57,7 @@ interface RefundPlan {
   steps: (number | undefined)[][];
 }
 
-const CURRENCIES = ['USD', 'EUR', 'GBP', 'JPY'];
+const CURRENCIES: readonly PaymentCreateParams['currency'][] = ['USD', 'EUR', 'GBP', 'JPY'];
 
 /**
  * - single: one payment, one key;
@@ -71,9 +75,31 @@ interface Operation {
   index: number;
   scenario: Scenario;
   client: ChaosClient;
-  body: Record<string, unknown>;
+  body: PaymentCreateParams;
   /** The refunds of the payment, if it succeeds (for double_submit, of the one that does). */
   refunds?: RefundPlan;
+}
+
+/**
+ * How each merchant's client is set up, and how long one operation (a
+ * payment, a refund) may take, its resumptions after give-ups included.
+ */
+export interface ClientSettings {
+  timeoutMs: number;
+  maxRetries: number;
+  /** Each call's deadline, never past the operation's window. */
+  deadlineMs: number;
+  backoff: { baseMs: number; capMs: number };
+  windowMs: number;
+}
+
+/** Where and how the clients send: the APIs (behind a load balancer of the recorder's), the library, its settings. */
+export interface Sender {
+  library: typeof ClientLibrary;
+  urls: readonly string[];
+  settings: ClientSettings;
+  /** The jitter and the API each attempt goes to. */
+  random: Random;
 }
 
 /** What one run's clients sent, and what came back: every payment exchange and every refund exchange. */
@@ -160,15 +186,96 @@ function refundAmount(paymentAmount: number, share: number | undefined): number 
 }
 
 /**
+ * A merchant's client, and what the run keeps of it: every attempt, through
+ * the recorder, and every give-up onGiveUp was told of, by the error the
+ * call rejected with.
+ */
+class Merchant {
+  readonly client: PaymentsClient;
+  private readonly giveUps = new Map<unknown, GiveUpInfo>();
+
+  constructor(
+    readonly id: string,
+    apiKey: string,
+    private readonly send: Sender,
+    private readonly recorder: ReplyRecorder,
+  ) {
+    const { timeoutMs, maxRetries, deadlineMs, backoff } = send.settings;
+    this.client = new send.library.PaymentsClient({
+      baseUrl: send.urls[0],
+      apiKey,
+      timeoutMs,
+      maxRetries,
+      deadlineMs,
+      backoff,
+      random: send.random,
+      fetch: recorder.fetch,
+      onGiveUp: (info) => this.giveUps.set(info.lastError, info),
+    });
+  }
+
+  /**
+   * One operation under `key`: the call, and after each give-up that a later
+   * call can end (not a refusal, not a payment in review) a wait of at least
+   * the last answer's Retry-After and the call again with the same key, until
+   * one ends or the window does. Every give-up is counted, and a rejection
+   * onGiveUp was not told of is counted as silent.
+   */
+  async operate(key: string, call: (options: CreateOptions) => Promise<unknown>): Promise<ClientCalls & { replies: Reply[] }> {
+    const { PendingAtDeadlineError, DeclineError, RefundFailedError, ApiError } = this.send.library;
+    const replies = this.recorder.watch(key);
+    const gaveUp: string[] = [];
+    const ended = (how: { abandoned?: boolean; silent?: number } = {}) => ({ gaveUp, abandoned: false, silent: 0, ...how, replies });
+    const windowEnds = Date.now() + this.send.settings.windowMs;
+    try {
+      for (;;) {
+        const deadlineMs = Math.max(1, Math.min(this.send.settings.deadlineMs, windowEnds - Date.now()));
+        const error = await call({ idempotencyKey: key, deadlineMs }).then(
+          () => undefined,
+          (rejected: unknown) => rejected,
+        );
+        // A decline or a failed refund is the operation's outcome, not a give-up.
+        if (error === undefined || error instanceof DeclineError || error instanceof RefundFailedError) return ended();
+        const info = this.giveUps.get(error);
+        this.giveUps.delete(error);
+        if (!info) return ended({ silent: 1 });
+        gaveUp.push(info.reason);
+        const inReview = error instanceof PendingAtDeadlineError && (error.payment ?? error.refund)?.status === 'requires_review';
+        if (info.reason === 'not_retryable' || info.reason === 'aborted' || inReview) return ended();
+        const waitMs = Math.max(RESUME_AFTER_MS, error instanceof ApiError ? (error.retryAfterMs ?? 0) : 0);
+        if (waitMs >= windowEnds - Date.now()) return ended({ abandoned: true });
+        await delay(waitMs);
+      }
+    } finally {
+      this.recorder.unwatch(key);
+    }
+  }
+}
+
+/**
+ * The least wait before a given-up operation is resumed: what the API's
+ * Retry-After asks while its database is down, and a give-up for want of
+ * retry budget carries no Retry-After of its own.
+ */
+const RESUME_AFTER_MS = 1_000;
+
+/**
  * Runs the operations, the i-th starting no earlier than i·durationMs/count
  * after the start, and resolves with every exchange once all have ended.
  */
 export async function runLoad(
   operations: readonly Operation[],
   plan: LoadPlan,
-  send: { urls: readonly string[]; policy: ClientRetryPolicy },
+  send: Sender,
   onDone: (finished: number) => void = () => undefined,
 ): Promise<LoadResult> {
+  const recorder = new ReplyRecorder({ urls: send.urls, random: send.random });
+  const merchants = new Map<string, Merchant>();
+  const merchantOf = (client: ChaosClient) => {
+    let merchant = merchants.get(client.id);
+    if (!merchant) merchants.set(client.id, (merchant = new Merchant(client.id, client.apiKey, send, recorder)));
+    return merchant;
+  };
   const exchanges: Exchange[] = [];
   const refunds: RefundExchange[] = [];
   const started = Date.now();
@@ -179,9 +286,10 @@ export async function runLoad(
     for (let i = next++; i < operations.length; i = next++) {
       const wait = started + i * gapMs - Date.now();
       if (wait > 0) await delay(wait);
-      const paid = await runOperation(operations[i], send);
+      const merchant = merchantOf(operations[i].client);
+      const paid = await runOperation(operations[i], merchant);
       exchanges.push(...paid);
-      refunds.push(...(await runRefunds(operations[i], paid, send)));
+      refunds.push(...(await runRefunds(operations[i], paid, merchant)));
       onDone(++finished);
     }
   };
@@ -191,14 +299,10 @@ export async function runLoad(
 
 /**
  * The operation's refunds, once its payment succeeded (a 201 it was told):
- * each refund is sent by its own careful client under its own key, steps one
+ * each refund is made by the merchant's client under its own key, steps one
  * after another and the refunds of a step at once.
  */
-async function runRefunds(
-  op: Operation,
-  paid: readonly Exchange[],
-  send: { urls: readonly string[]; policy: ClientRetryPolicy },
-): Promise<RefundExchange[]> {
+async function runRefunds(op: Operation, paid: readonly Exchange[], merchant: Merchant): Promise<RefundExchange[]> {
   if (!op.refunds) return [];
   const succeeded = paid.flatMap((exchange) => {
     const last = exchange.replies.at(-1);
@@ -206,17 +310,17 @@ async function runRefunds(
   });
   if (succeeded.length === 0) return [];
   const paymentId = succeeded[0];
-  const paymentAmount = op.body.amount as number;
+  const paymentAmount = op.body.amount;
   const done: RefundExchange[] = [];
   for (const step of op.refunds.steps) {
     done.push(
       ...(await Promise.all(
         step.map(async (share): Promise<RefundExchange> => {
           const amount = refundAmount(paymentAmount, share);
-          const body = { payment: paymentId, ...(amount === undefined ? {} : { amount }), metadata: { chaos_op: String(op.index) } };
-          const request: PayRequest = { urls: send.urls, path: '/v1/refunds', apiKey: op.client.apiKey, key: randomUUID(), body };
-          const result = await payWithRetries(request, send.policy);
-          return { clientId: op.client.id, key: result.key, paymentId, paymentAmount, scenario: op.refunds!.scenario, replies: result.replies };
+          const params: RefundCreateParams = { payment: paymentId, ...(amount === undefined ? {} : { amount }), metadata: { chaos_op: String(op.index) } };
+          const key = randomUUID();
+          const calls = await merchant.operate(key, (options) => merchant.client.refunds.create(params, options));
+          return { clientId: op.client.id, key, paymentId, paymentAmount, scenario: op.refunds!.scenario, ...calls };
         }),
       )),
     );
@@ -224,40 +328,24 @@ async function runRefunds(
   return done;
 }
 
-async function runOperation(
-  op: Operation,
-  send: { urls: readonly string[]; policy: ClientRetryPolicy },
-): Promise<Exchange[]> {
-  const request = (key: string, body: Record<string, unknown>): PayRequest => ({
-    urls: send.urls,
-    apiKey: op.client.apiKey,
-    key,
-    body,
-  });
-  const exchange = (result: PayResult, reuse = false): Exchange => ({
-    clientId: op.client.id,
-    key: result.key,
-    replies: result.replies,
-    reuse,
-  });
+async function runOperation(op: Operation, merchant: Merchant): Promise<Exchange[]> {
+  const pay = async (key: string, params: PaymentCreateParams, reuse = false): Promise<Exchange> => {
+    const calls = await merchant.operate(key, (options) => merchant.client.payments.create(params, options));
+    return { clientId: op.client.id, key, reuse, ...calls };
+  };
+  const { body } = op;
 
   switch (op.scenario) {
     case 'single':
-      return [exchange(await payWithRetries(request(randomUUID(), op.body), send.policy))];
-    case 'double_submit': {
-      const both = await Promise.all([
-        payWithRetries(request(randomUUID(), op.body), send.policy),
-        payWithRetries(request(randomUUID(), op.body), send.policy),
-      ]);
-      return both.map((result) => exchange(result));
-    }
+      return [await pay(randomUUID(), body)];
+    case 'double_submit':
+      return Promise.all([pay(randomUUID(), body), pay(randomUUID(), body)]);
     case 'reuse_key': {
-      const first = await payWithRetries(request(randomUUID(), op.body), send.policy);
+      const first = await pay(randomUUID(), body);
       // Only a key the API accepted is bound to its first body; a key it never saw would be a new payment.
       const accepted = first.replies.some((reply) => reply.kind === 'http' && reply.paymentId !== undefined);
-      if (!accepted) return [exchange(first)];
-      const changed = { ...op.body, amount: (op.body.amount as number) + 1 };
-      return [exchange(first), exchange(await payWithRetries(request(first.key, changed), send.policy), true)];
+      if (!accepted) return [first];
+      return [first, await pay(first.key, { ...body, amount: body.amount + 1 }, true)];
     }
   }
 }

@@ -1,9 +1,10 @@
 import { type AuditReport, type Example, VIOLATION_KINDS } from '../lib/ledger-audit';
-import type { HttpReply, Reply } from '../../test/support/payment-client';
+import type { HttpReply, Reply } from '../../test/support/reply-recorder';
 import type { Receipt } from '../../test/support/webhook-receiver';
 import type { EventType } from '../../src/ledger/outbox';
 import {
   CLEAN_VERDICT,
+  type ClientCalls,
   type EventRow,
   type Exchange,
   type FinalPayment,
@@ -60,7 +61,9 @@ function sut(
 const NO_EVENTS: MerchantEventsInput = { payments: [], refunds: [], events: [], endpoints: [] };
 const NO_REFUNDS = { refundExchanges: [], refunds: [], refundKeys: [], refundsUndecidedAfterDrain: [] };
 
-const exchange = (key: string, replies: Reply[], reuse = false): Exchange => ({ clientId: 'c1', key, replies, reuse });
+/** How the calls of an exchange ended: with a final answer, nothing given up. */
+const FINAL: ClientCalls = { gaveUp: [], abandoned: false, silent: 0 };
+const exchange = (key: string, replies: Reply[], reuse = false, calls: ClientCalls = FINAL): Exchange => ({ clientId: 'c1', key, replies, reuse, ...calls });
 const paid = (id: string, msToTerminal = 100): FinalPayment => ({ id, status: 'succeeded', msToTerminal });
 
 describe('judge', () => {
@@ -95,6 +98,8 @@ describe('judge', () => {
       refunds: 0,
       refunds_by_status: { pending: 0, succeeded: 0, failed: 0, requires_review: 0 },
       refund_answers: {},
+      given_up: {},
+      abandoned: 0,
       by_status: { pending: 0, succeeded: 1, failed: 1, requires_review: 1 },
       answers: {
         'network ECONNRESET': 1,
@@ -107,6 +112,38 @@ describe('judge', () => {
       },
       postgres_outages: { count: 0, down_ms: 0, max_recovery_ms: 0, requests: 0, answers: {} },
     });
+  });
+
+  it('counts the client\'s give-ups by reason, and an operation left without a final answer as abandoned, not as a violation', () => {
+    const unavailable = http(503, { code: 'service_unavailable' });
+    const verdict = sut(
+      [
+        // Out of retry budget, resumed with its key a second later, then 201.
+        exchange('k1', [unavailable, unavailable, created('pay_1')], false, { ...FINAL, gaveUp: ['budget_exhausted'] }),
+        // Given up twice and the window over: the ledger settled it all the same.
+        exchange('k2', [http(202, { paymentId: 'pay_2', paymentStatus: 'pending' }), lostReply], false, {
+          gaveUp: ['deadline', 'max_retries'],
+          abandoned: true,
+          silent: 0,
+        }),
+        exchange('k1', [http(422, { code: 'idempotency_key_reused' })], true, { ...FINAL, gaveUp: ['not_retryable'] }),
+      ],
+      [paid('pay_1'), paid('pay_2')],
+      [
+        { clientId: 'c1', key: 'k1', paymentId: 'pay_1' },
+        { clientId: 'c1', key: 'k2', paymentId: 'pay_2' },
+      ],
+    );
+
+    expect(verdict).toMatchObject({ ...CLEAN_VERDICT, given_up: { budget_exhausted: 1, deadline: 1, max_retries: 1, not_retryable: 1 }, abandoned: 1 });
+    expect(verdict.examples?.abandoned).toEqual([{ operation: 'payment', key: 'k2', gave_up: 'deadline,max_retries' }]);
+  });
+
+  it('fails a run where a client call rejected without telling onGiveUp', () => {
+    const verdict = sut([exchange('k1', [lostReply], false, { ...FINAL, silent: 1 })], [], []);
+
+    expect(verdict).toMatchObject({ ok: false, violations: { silent_give_ups: 1 } });
+    expect(verdict.examples?.silent_give_ups).toEqual([{ operation: 'payment', key: 'k1' }]);
   });
 
   it('counts a payment named to a client but missing from the ledger as lost', () => {
@@ -280,7 +317,7 @@ describe('judge', () => {
         violations: { hangs: 1 },
         postgres_outages: { requests: 2, answers: { 'network TimeoutError': 2 } },
       });
-      expect(verdict.examples?.hangs).toEqual([{ operation: 'payment', key: 'k1', sent_at: new Date(12_000).toISOString() }]);
+      expect(verdict.examples?.hangs).toEqual([{ operation: 'payment', key: 'k1', sent_at: new Date(12_000).toISOString(), waited_ms: 3_000 }]);
     });
 
     it('fails an outage after which the APIs were never ready again', () => {
@@ -504,6 +541,7 @@ describe('judge', () => {
       paymentAmount,
       scenario: 'partial',
       replies,
+      ...FINAL,
     });
     const refunded = (refundId: string, amount: number) => http(201, { refundId, refundStatus: 'succeeded', amount });
     const refused = (refundId: string, amount: number) =>
@@ -666,7 +704,7 @@ describe('judge', () => {
         violations: { hangs: 1, server_errors: 1 },
         postgres_outages: { requests: 1, answers: { 'network TimeoutError': 1 } },
       });
-      expect(verdict.examples?.hangs).toEqual([{ operation: 'refund', key: 'r1', sent_at: new Date(11_000).toISOString() }]);
+      expect(verdict.examples?.hangs).toEqual([{ operation: 'refund', key: 'r1', sent_at: new Date(11_000).toISOString(), waited_ms: 3_000 }]);
     });
 
     it('expects each final refund announced at its client’s endpoint, and no refund event elsewhere', () => {

@@ -1,5 +1,5 @@
 import type { AuditReport, Example } from '../lib/ledger-audit';
-import type { HttpReply, Reply } from '../../test/support/payment-client';
+import { CLIENT_TIMEOUT_ERROR, type HttpReply, type Reply } from '../../test/support/reply-recorder';
 import type { Receipt } from '../../test/support/webhook-receiver';
 import type { EventResource } from '../../src/merchant-events/event';
 import type { EventType } from '../../src/ledger/outbox';
@@ -13,8 +13,21 @@ import type { PaymentStatus } from '../../src/ledger/payments.table';
  * so must every count CLEAN_VERDICT names.
  */
 
+/**
+ * How the client library's calls of one operation ended: the operation is
+ * resumed with its key after each give-up that a later call can end.
+ */
+export interface ClientCalls {
+  /** onGiveUp's reason for each call that gave up, in order. */
+  gaveUp: readonly string[];
+  /** The last call gave up, outcome unknown, and the operation's window ended before it could be resumed. */
+  abandoned: boolean;
+  /** Calls that rejected with no final answer and no word to onGiveUp. */
+  silent: number;
+}
+
 /** Everything one client sent under one key, and what came back. */
-export interface Exchange {
+export interface Exchange extends ClientCalls {
   clientId: string;
   key: string;
   replies: readonly Reply[];
@@ -23,7 +36,7 @@ export interface Exchange {
 }
 
 /** Everything one client sent under one key to refund one of its payments, and what came back. */
-export interface RefundExchange {
+export interface RefundExchange extends ClientCalls {
   clientId: string;
   key: string;
   /** The payment refunded, and its amount: what the refunds of it may add up to at most. */
@@ -179,6 +192,20 @@ interface Verdict {
   /** Refunds still pending or in review when the drain ended. */
   non_terminal_refunds: number;
   refunds_by_status: Record<OperationStatus, number>;
+  /**
+   * Calls of the client library that gave up (payments and refunds), by
+   * onGiveUp's reason: not_retryable for an answer the same request would get
+   * again (a reused key's 422, a refund past what is left), the others
+   * resumed with the operation's key.
+   */
+  given_up: Record<string, number>;
+  /**
+   * Operations (payments and refunds) whose client was left without a final
+   * answer at the end of the operation's window. Not a violation in itself:
+   * the ledger must still settle them (non_terminal), and their merchants
+   * learn it from the events.
+   */
+  abandoned: number;
   /** No violation of any kind. */
   ok: boolean;
   by_status: Record<PaymentStatus, number>;
@@ -222,6 +249,8 @@ interface Verdict {
     events_unverified: number;
     /** Receipts at an endpoint about a payment of another client, or about none. */
     events_foreign: number;
+    /** Client calls that rejected without a final answer and without telling onGiveUp: a give-up nobody hears of. */
+    silent_give_ups: number;
   };
   examples?: Record<string, Example[]>;
 }
@@ -256,6 +285,7 @@ export const CLEAN_VERDICT = {
     unexpected_exits: 0,
     events_unverified: 0,
     events_foreign: 0,
+    silent_give_ups: 0,
   },
 } as const satisfies Partial<Verdict>;
 
@@ -277,7 +307,7 @@ function label(reply: Reply): string {
   return reply.kind === 'http' ? `${reply.status}${reply.code ? ` ${reply.code}` : ''}` : `network ${reply.error}`;
 }
 
-const CLIENT_TIMEOUT = 'network TimeoutError';
+const CLIENT_TIMEOUT = `network ${CLIENT_TIMEOUT_ERROR}`;
 
 /** 201, 402 and 202 name a payment that exists: the API committed it before answering. */
 function namesPayment(reply: Reply): reply is HttpReply & { paymentId: string } {
@@ -310,8 +340,21 @@ export function judge(input: VerdictInput): Verdict {
   let reuseNotRefused = 0;
   let serverErrors = 0;
   let keysChargedTwice = 0;
-  /** Counts one exchange's requests and answers, under `tally`, and what happened during outages. */
-  const countReplies = (operation: 'payment' | 'refund', key: string, replies: readonly Reply[], tally: Record<string, number>) => {
+  const givenUp: Record<string, number> = {};
+  let abandoned = 0;
+  let silentGiveUps = 0;
+  /** Counts one exchange's requests and answers, under `tally`, what happened during outages, and how its calls ended. */
+  const countReplies = (operation: 'payment' | 'refund', exchange: ClientCalls & { key: string; replies: readonly Reply[] }, tally: Record<string, number>) => {
+    const { key, replies } = exchange;
+    for (const reason of exchange.gaveUp) givenUp[reason] = (givenUp[reason] ?? 0) + 1;
+    if (exchange.abandoned) {
+      abandoned++;
+      note('abandoned', { operation, key, gave_up: exchange.gaveUp.join(',') });
+    }
+    if (exchange.silent > 0) {
+      silentGiveUps += exchange.silent;
+      note('silent_give_ups', { operation, key });
+    }
     requests += replies.length;
     for (const reply of replies) {
       const answer = label(reply);
@@ -322,14 +365,14 @@ export function judge(input: VerdictInput): Verdict {
         outageAnswers[answer] = (outageAnswers[answer] ?? 0) + 1;
         if (answer === CLIENT_TIMEOUT && sentWhileDown(reply)) {
           hangs++;
-          note('hangs', { operation, key, sent_at: new Date(reply.at).toISOString() });
+          note('hangs', { operation, key, sent_at: new Date(reply.at).toISOString(), waited_ms: reply.ms });
         }
       }
     }
   };
 
   for (const exchange of input.exchanges) {
-    countReplies('payment', exchange.key, exchange.replies, answers);
+    countReplies('payment', exchange, answers);
     const last = exchange.replies.at(-1);
     if (exchange.reuse) {
       if (last?.kind !== 'http' || last.status !== 422) {
@@ -372,7 +415,7 @@ export function judge(input: VerdictInput): Verdict {
   }
 
   const refundAnswers: Record<string, number> = {};
-  const refunds = judgeRefunds(input, note, (exchange) => countReplies('refund', exchange.key, exchange.replies, refundAnswers));
+  const refunds = judgeRefunds(input, note, (exchange) => countReplies('refund', exchange, refundAnswers));
   contradicted += refunds.contradicted;
 
   const byStatus: Record<PaymentStatus, number> = { pending: 0, succeeded: 0, failed: 0, requires_review: 0 };
@@ -403,6 +446,7 @@ export function judge(input: VerdictInput): Verdict {
     unexpected_exits: input.unexpectedExits,
     events_unverified: merchantEvents.unverified,
     events_foreign: merchantEvents.foreign,
+    silent_give_ups: silentGiveUps,
   };
   const verdict: Verdict = {
     requests,
@@ -428,6 +472,8 @@ export function judge(input: VerdictInput): Verdict {
     lost_refunds: refunds.lost,
     non_terminal_refunds: input.refundsUndecidedAfterDrain.length,
     refunds_by_status: refunds.byStatus,
+    given_up: givenUp,
+    abandoned,
     ok:
       doubleCharges === 0 &&
       doubleRefunds === 0 &&
