@@ -10,10 +10,12 @@ jest.setTimeout(60_000);
 const SCRIPTS: [name: string, entry: string][] = [
   ['start:all', 'src/start-all.js'],
   ['migration:run', 'src/database/migrate.js'],
-  ['client:create', 'src/clients/client-create.js'],
+  ['client:create', 'src/operator/client-create.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],
   ['refund:resolve', 'src/operator/refund-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
+  ['webhook:redeliver', 'src/operator/webhook-redeliver.js'],
+  ['secrets:reencrypt', 'src/operator/secrets-reencrypt.js'],
   ['payments:review', 'src/operator/payments-review.js'],
   ['audit', 'scripts/audit.js'],
   ['demo', 'scripts/demo.js'],

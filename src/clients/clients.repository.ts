@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
 import type { ApiClient } from './clients.table';
 
@@ -7,18 +7,12 @@ import type { ApiClient } from './clients.table';
 export class ClientsRepository {
   constructor(private readonly dataSource: DataSource) {}
 
-  /** The client and, when given one, its webhook endpoint: one statement, so one commit. */
-  async create(name: string, apiKeyHash: string, webhook?: { url: string; secret: string }): Promise<ApiClient> {
+  /** In `db`, the transaction of client:create, which adds the client's first webhook endpoint in the same commit. */
+  async create(name: string, apiKeyHash: string, db: EntityManager = this.dataSource.manager): Promise<ApiClient> {
     const row = await queryRow<ApiClient>(
-      this.dataSource.manager,
-      `WITH client AS (
-         INSERT INTO api_clients (name, api_key_hash) VALUES ($1, $2) RETURNING id, name
-       ), endpoint AS (
-         INSERT INTO webhook_endpoints (client_id, url, secret)
-         SELECT id, $3, $4 FROM client WHERE $3::text IS NOT NULL
-       )
-       SELECT id, name FROM client`,
-      [name, apiKeyHash, webhook?.url ?? null, webhook?.secret ?? null],
+      db,
+      `INSERT INTO api_clients (name, api_key_hash) VALUES ($1, $2) RETURNING id, name`,
+      [name, apiKeyHash],
     );
     return row!;
   }

@@ -1,3 +1,4 @@
+import type { EntityManager } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { strictMock } from '../common/strict-mock.fixture';
 import { generateApiKey, hashApiKey } from './api-key';
@@ -46,7 +47,7 @@ describe('ClientsService.authenticate', () => {
 describe('ClientsService.create', () => {
   function sut() {
     const clients = strictMock<ClientsRepository>('ClientsRepository');
-    clients.create = jest.fn(async (name: string, _hash: string, _webhook?: { url: string; secret: string }) => ({ id: 'c1', name }));
+    clients.create = jest.fn(async (name: string, _hash: string, _db?: EntityManager) => ({ id: 'c1', name }));
     return { service: new ClientsService(clients), clients };
   }
 
@@ -58,32 +59,6 @@ describe('ClientsService.create', () => {
     expect(created).toEqual({ id: 'c1', name: 'shop', api_key: expect.stringMatching(/^sk_/) });
     expect(clients.create).toHaveBeenCalledWith('shop', hashApiKey(created.api_key), undefined);
   });
-
-  it('gives a client with a webhook URL an endpoint and a whsec_ secret of 24 random bytes, in the same call', async () => {
-    const { service, clients } = sut();
-
-    const created = await service.create('shop', { webhookUrl: 'https://shop.example/hooks' });
-
-    expect(created.webhook_url).toBe('https://shop.example/hooks');
-    expect(Buffer.from(created.webhook_secret!.replace(/^whsec_/, ''), 'base64')).toHaveLength(24);
-    expect(clients.create).toHaveBeenCalledWith('shop', hashApiKey(created.api_key), {
-      url: 'https://shop.example/hooks',
-      secret: created.webhook_secret,
-    });
-  });
-
-  it.each(['shop.example/hooks', 'ftp://shop.example/hooks', 'javascript:alert(1)', `https://shop.example/${'a'.repeat(2048)}`])(
-    'refuses %s as a webhook URL and creates nothing',
-    async (webhookUrl) => {
-      const { service, clients } = sut();
-
-      await expect(service.create('shop', { webhookUrl })).rejects.toMatchObject({
-        code: ErrorCode.ParameterInvalid,
-        details: { param: 'webhook_url' },
-      });
-      expect(clients.create).not.toHaveBeenCalled();
-    },
-  );
 });
 
 describe('ClientsService.authenticate with a cache', () => {

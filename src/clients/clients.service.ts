@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { DomainError, ErrorCode } from '../common/domain-error';
-import { generateApiKey, generateWebhookSecret, hashApiKey, isApiKeyShaped } from './api-key';
+import type { EntityManager } from 'typeorm';
+import { generateApiKey, hashApiKey, isApiKeyShaped } from './api-key';
 import { unauthenticated } from './clients.errors';
 import { ClientsRepository } from './clients.repository';
 import type { ApiClient } from './clients.table';
@@ -30,25 +31,14 @@ export class ClientsService {
     if (cache.ttlMs > 0) this.known = new LRUCache({ max: cache.maxKeys, ttl: cache.ttlMs });
   }
 
-  /**
-   * Creates a client, and its webhook endpoint when given a URL, in one
-   * commit. The key and the webhook secret returned are the only copies the
-   * client will ever be shown.
-   */
-  async create(
-    name: string,
-    options: { webhookUrl?: string } = {},
-  ): Promise<ApiClient & { api_key: string; webhook_url?: string; webhook_secret?: string }> {
+  /** Creates a client, in `db` when given one. The key returned is the only copy the client will ever be shown. */
+  async create(name: string, db?: EntityManager): Promise<ApiClient & { api_key: string }> {
     if (name.length < 1 || name.length > 100) {
       throw new DomainError(ErrorCode.ParameterInvalid, 'name must be 1 to 100 characters', { param: 'name' });
     }
-    const webhook =
-      options.webhookUrl === undefined
-        ? undefined
-        : { url: checkedWebhookUrl(options.webhookUrl), secret: generateWebhookSecret() };
     const apiKey = generateApiKey();
-    const client = await this.clients.create(name, hashApiKey(apiKey), webhook);
-    return { ...client, api_key: apiKey, ...(webhook && { webhook_url: webhook.url, webhook_secret: webhook.secret }) };
+    const client = await this.clients.create(name, hashApiKey(apiKey), db);
+    return { ...client, api_key: apiKey };
   }
 
   /**
@@ -77,21 +67,6 @@ export class ClientsService {
       return undefined;
     }
   }
-}
-
-/** An absolute http(s) URL the worker can POST to; the operator's typo is refused here, not at the first event. */
-function checkedWebhookUrl(candidate: string): string {
-  let url: URL | undefined;
-  try {
-    url = new URL(candidate);
-  } catch {
-    url = undefined;
-  }
-  if (!url || !['http:', 'https:'].includes(url.protocol) || candidate.length > 2048) {
-    const message = 'webhook URL must be an absolute http or https URL of at most 2048 characters';
-    throw new DomainError(ErrorCode.ParameterInvalid, message, { param: 'webhook_url' });
-  }
-  return url.href;
 }
 
 /** The hash of the one bearer key in `authorization`; unauthenticated when there is not exactly one of our shape. */

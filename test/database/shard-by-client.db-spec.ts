@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { migrations } from '../../migrations/index';
 import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
 import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../support/scratch-database';
-import { createClient, TEST_DATABASE_URL } from '../support/test-env';
+import { TEST_DATABASE_URL } from '../support/test-env';
 
 /**
  * ShardByClient on a database that already holds payments: the rows stay, the
@@ -28,6 +28,19 @@ describe('the ShardByClient migration on existing rows', () => {
                 (SELECT count(*) FROM processed_messages)::int AS messages`,
       )) as Record<string, number>[]
     )[0];
+
+  /** A client and its webhook endpoint as the schema before ShardByClient holds them. */
+  async function clientBefore(name: string): Promise<{ id: string }> {
+    const [client] = (await dataSource.query(
+      `INSERT INTO api_clients (name, api_key_hash) VALUES ($1, encode(sha256(convert_to($1, 'UTF8')), 'hex')) RETURNING id`,
+      [name],
+    )) as { id: string }[];
+    await dataSource.query(
+      `INSERT INTO webhook_endpoints (client_id, url, secret) VALUES ($1, 'http://127.0.0.1:9/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`,
+      [client.id],
+    );
+    return client;
+  }
 
   /** A succeeded payment as the schema before ShardByClient holds it: key, event, delivery and a processed provider event. */
   async function paymentBefore(clientId: string, id: string, eventClientId = clientId): Promise<void> {
@@ -83,8 +96,7 @@ describe('the ShardByClient migration on existing rows', () => {
   }, 30_000);
 
   it('keeps every payment, key, event and delivery, and puts client_id in every key; down and up again keep them too', async () => {
-    const webhookUrl = 'http://127.0.0.1:9/hooks';
-    const clients = [await createClient(dataSource, 'a', { webhookUrl }), await createClient(dataSource, 'b', { webhookUrl })];
+    const clients = [await clientBefore('a'), await clientBefore('b')];
     await paymentBefore(clients[0].id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4A');
     await paymentBefore(clients[1].id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4B');
     expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');
@@ -107,8 +119,8 @@ describe('the ShardByClient migration on existing rows', () => {
   });
 
   it('stops, changing nothing, at an event whose client is not its payment’s', async () => {
-    const a = await createClient(dataSource, 'a', { webhookUrl: 'http://127.0.0.1:9/hooks' });
-    const b = await createClient(dataSource, 'b', { webhookUrl: 'http://127.0.0.1:9/hooks' });
+    const a = await clientBefore('a');
+    const b = await clientBefore('b');
     await paymentBefore(a.id, 'pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4C', b.id);
 
     await expect(dataSource.runMigrations({ transaction: 'all' })).rejects.toThrow(/events_payment_id_fkey/);

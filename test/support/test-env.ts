@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { ClientsRepository } from '../../src/clients/clients.repository';
-import { ClientsService } from '../../src/clients/clients.service';
-import { type AppConfig, loadConfig } from '../../src/config/app-config';
+import { SecretBox } from '../../src/common/secret-box';
+import { onboardClient } from '../../src/merchant-events/client-onboarding';
+import { type AppConfig, loadConfig, secretsConfig } from '../../src/config/app-config';
 import { dropWorkerQueues } from './worker-queues';
 
 /**
@@ -57,6 +57,6 @@ export async function createClient(
   name = 'test client',
   options: { webhookUrl?: string } = {},
 ): Promise<{ id: string; apiKey: string; webhookSecret?: string }> {
-  const client = await new ClientsService(new ClientsRepository(dataSource)).create(name, options);
+  const client = await onboardClient(dataSource, new SecretBox(secretsConfig()), name, options);
   return { id: client.id, apiKey: client.api_key, webhookSecret: client.webhook_secret };
 }

@@ -1,16 +1,17 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
+import { SecretBox } from '../common/secret-box';
 import { loadConfigOrExit } from '../config/app-config';
 import { createDataSource } from '../database/data-source';
-import { ClientsRepository } from './clients.repository';
-import { ClientsService } from './clients.service';
+import { onboardClient } from '../merchant-events/client-onboarding';
 
 const USAGE = 'usage: npm run client:create -- --name NAME [--webhook-url URL]\n';
 
 /**
  * `npm run client:create -- --name NAME [--webhook-url URL]`: prints
- * {"id","name","api_key"} on one line, with "webhook_url" and "webhook_secret"
- * when the client gets a webhook endpoint.
+ * {"id","name","api_key"} on one line, with "webhook_endpoint", "webhook_url"
+ * and "webhook_secret" when the client gets its first webhook endpoint (every
+ * event type; more through POST /v1/webhook_endpoints).
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -24,10 +25,10 @@ async function main(): Promise<void> {
     process.stderr.write(USAGE);
     process.exit(2);
   }
-  const dataSource = await createDataSource(loadConfigOrExit()).initialize();
+  const config = loadConfigOrExit();
+  const dataSource = await createDataSource(config).initialize();
   try {
-    const clients = new ClientsService(new ClientsRepository(dataSource));
-    const client = await clients.create(values.name, { webhookUrl: values['webhook-url'] });
+    const client = await onboardClient(dataSource, new SecretBox(config.secrets), values.name, { webhookUrl: values['webhook-url'] });
     process.stdout.write(`${JSON.stringify(client)}\n`);
   } finally {
     await dataSource.destroy();
