@@ -18,6 +18,10 @@ import { dropWorkerQueues } from './worker-queues';
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
 // What the specs spawn inherits the suite's database, whatever the shell exported.
 process.env.DATABASE_URL = TEST_DATABASE_URL;
+// A secrets key of the suite's own (not the development default), which every process it spawns shares;
+// merchant endpoints in the specs listen on loopback.
+process.env.SECRETS_KEY ??= 'dGhlIHRlc3Qgc3VpdGUncyBvd24gc2VjcmV0cyBrZXk=';
+process.env.WEBHOOK_ALLOW_PRIVATE_URLS ??= 'true';
 
 /** The suite truncates tables: it refuses any database whose name does not say "test". */
 export function assertTestDatabase(url: string): void {
