@@ -9,7 +9,6 @@ import { ClientsRepository } from '../src/clients/clients.repository';
 import { ClientsService } from '../src/clients/clients.service';
 import { loadConfigOrExit } from '../src/config/app-config';
 import { IdempotencyRepository } from '../src/ledger/idempotency.repository';
-import { type Agreement, checkAgreement } from './bench/agreement';
 import { type Analyzer, keepStatisticsCurrent } from './bench/analyzer';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
 import { DatabaseCpu } from './bench/database-cpu';
@@ -17,14 +16,13 @@ import {
   type Figures,
   type SoakFigures,
   type StormFigures,
-  type Target,
   load,
   round,
   soak,
   storm,
   withNewKey,
 } from './bench/measure';
-import { type HttpProcess, type ManagedProcess, startApiProcess, startHttpProcess } from '../test/support/processes';
+import { type ManagedProcess, startApiProcess, startHttpProcess } from '../test/support/processes';
 import { partitionByClient } from '../test/support/partition-by-client';
 import { databaseUrlNamed, openScratchDatabase } from '../test/support/scratch-database';
 import { dropWorkerQueues } from '../test/support/worker-queues';
@@ -34,33 +32,25 @@ const SCENARIOS = [...LOADS, 'storm', 'prune', 'backlog'] as const;
 type Load = (typeof LOADS)[number];
 type Scenario = (typeof SCENARIOS)[number];
 
-const USAGE = `Usage: npm run bench -- [--compare] [--scenarios LIST] [--seconds S] [--connections N] [--json] ...
+const USAGE = `Usage: npm run bench -- [--scenarios LIST] [--seconds S] [--connections N] [--json] ...
 
-Load figures of the API as a real process (and, with --compare, of the floor:
-the same SQL, validation, fingerprint and provider call on node:http and pg,
-no framework), both calling one stub provider, loaded over loopback with
-autocannon on a database of the bench's own.
+Load figures of the API as a real process, calling one stub provider, loaded
+over loopback with autocannon on a database of the bench's own.
 
-  --compare          run each load scenario against the API, then the floor,
-                     and print api/floor ratios; without it, the API only
-  --uncached-floor   with --compare, also a floor without the auth cache and
-                     the answer cache (side floor_pg): every request reads
-                     Postgres, as the first yardstick's floor did; the ratios
-                     against it are printed too (name_vs_uncached)
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)
                        create   a new Idempotency-Key per request: two transactions and a provider call
                        replay   one key again and again: the stored answer
                        get      GET /v1/payments/:id
                        list     GET /v1/payments?limit=10
-                       storm    --storm-requests at once on ONE key (API only): one payment, one
-                                charge, every answer the 201, a byte-equal replay or a 409, all
+                       storm    --storm-requests at once on ONE key: one payment, one charge,
+                                every answer the 201, a byte-equal replay or a 409, all
                                 within 2 s of the first
                        prune    --prune-keys expired keys deleted as the worker does, in keys/s
                        backlog  --backlog stale pending payments drained by one worker (production
                                 knobs, stale after 1 s), in payments/s, and creates alone vs during
-  --seconds S        per side and scenario, 1 to 300 (default 10)
-  --warmup S         creates before measuring, per side, 0 to 60 (default 3)
+  --seconds S        per scenario, 1 to 300 (default 10)
+  --warmup S         creates before measuring, 0 to 60 (default 3)
   --connections N    concurrent connections, 1 to 200 (default 16)
   --storm-requests N requests of the storm, 2 to 5000 (default 1000)
   --backlog N        stale pending payments to drain, 1 to 100000 (default 10000)
@@ -79,21 +69,18 @@ autocannon on a database of the bench's own.
   --cpu-prof DIR     run the API (and the backlog's worker) under node --cpu-prof, writing each profile to DIR on exit
   --json             one JSON object instead of the table
 
-What a run costs: about 10 s of start-up, then per side (x2 with --compare,
-x3 with --uncached-floor)
---warmup + --seconds for each of create, replay, get, list; storm about 2 s;
-prune a few seconds per 100,000 keys; backlog 2 x --seconds plus however long
-the drain outlasts them (the goal is 60 s for 10,000); soak --soak-seconds. The defaults with
---compare take about 5 minutes. Exits 1 when the floor and the API disagree,
-the storm makes more than one payment or charge or any other answer than the
-201, a byte-equal replay or a 409, the backlog is not drained, or payments and
-provider charges differ; the latency goals (storm within 2 s, creates at most
-20 % slower during the drain) are reported, not enforced.
+What a run costs: about 10 s of start-up, then --warmup, then --seconds for
+each of create, replay, get, list; storm about 2 s; prune a few seconds per
+100,000 keys; backlog 2 x --seconds plus however long the drain outlasts them
+(the goal is 60 s for 10,000); soak --soak-seconds. The defaults take about
+2 minutes. Exits 1 when the storm makes more than one payment or charge or
+any other answer than the 201, a byte-equal replay or a 409, the backlog is
+not drained, or payments and provider charges differ; the latency goals
+(storm within 2 s, creates at most 20 % slower during the drain) are
+reported, not enforced.
 `;
 
 interface Options {
-  compare: boolean;
-  uncachedFloor: boolean;
   scenarios: Scenario[];
   seconds: number;
   warmup: number;
@@ -118,8 +105,6 @@ function integerIn(name: string, raw: string, min: number, max: number): number 
 function parseOptions(): Options | undefined {
   const { values } = parseArgs({
     options: {
-      compare: { type: 'boolean', default: false },
-      'uncached-floor': { type: 'boolean', default: false },
       scenarios: { type: 'string', default: SCENARIOS.join(',') },
       seconds: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '3' },
@@ -137,7 +122,6 @@ function parseOptions(): Options | undefined {
     },
   });
   if (values.help) return undefined;
-  if (values['uncached-floor'] && !values.compare) throw new Error('--uncached-floor needs --compare');
   const scenarios = values.scenarios.split(',').map((name) => name.trim());
   const unknown = scenarios.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
@@ -146,8 +130,6 @@ function parseOptions(): Options | undefined {
     throw new Error(`--database must be lower-case letters, digits and _, and contain "bench" (got "${values.database}")`);
   }
   return {
-    compare: values.compare,
-    uncachedFloor: values['uncached-floor'],
     scenarios: scenarios as Scenario[],
     seconds: integerIn('seconds', values.seconds, 1, 300),
     warmup: integerIn('warmup', values.warmup, 0, 60),
@@ -164,11 +146,9 @@ function parseOptions(): Options | undefined {
   };
 }
 
+/** A load's figures, under `api` as readers of the JSON (bench-standby) take them. */
 interface LoadResult {
   api: Figures;
-  floor?: Figures;
-  /** The floor without the auth and answer caches (--uncached-floor). */
-  floor_pg?: Figures;
 }
 
 interface Report {
@@ -180,9 +160,6 @@ interface Report {
   warmup_seconds: number;
   connections: number;
   loads: Partial<Record<Load, LoadResult>>;
-  /** api ÷ floor: below 1 for throughput and above 1 for latency is what the framework costs. */
-  ratios?: Record<string, number>;
-  agreement?: Agreement;
   storm?: StormFigures;
   prune?: { keys: number; seconds: number; keys_per_s: number };
   backlog?: BacklogFigures;
@@ -222,35 +199,18 @@ async function main(): Promise<void> {
       ...(options.cpuProf && { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${options.cpuProf}` }),
     });
     children.push(api);
-    let floor: HttpProcess | undefined;
-    let uncachedFloor: HttpProcess | undefined;
-    if (options.compare) {
-      floor = await startHttpProcess('floor', 'scripts/bench/floor.js', '/health/live', serviceEnv);
-      children.push(floor);
-    }
-    if (options.uncachedFloor) {
-      const uncached = { ...serviceEnv, AUTH_CACHE_TTL_MS: '0', REPLAY_CACHE_ENTRIES: '0' };
-      uncachedFloor = await startHttpProcess('uncached floor', 'scripts/bench/floor.js', '/health/live', uncached);
-      children.push(uncachedFloor);
-    }
 
     const headers = { authorization: `Bearer ${client.api_key}`, 'content-type': 'application/json' };
     const body = JSON.stringify({ amount: 500, currency: 'USD', payment_method: 'pm_card_ok' });
     const create: autocannon.Request = { method: 'POST', path: '/v1/payments', headers, body, setupRequest: withNewKey };
-    const sides: [name: keyof LoadResult, target: Target][] = [['api', api]];
-    if (floor) sides.push(['floor', floor]);
-    if (uncachedFloor) sides.push(['floor_pg', uncachedFloor]);
     const loadOptions = {
       connections: options.connections,
       seconds: options.seconds,
       databaseCpu: new DatabaseCpu(dataSource, options.database),
     };
 
-    for (const [, target] of sides) {
-      if (options.warmup > 0) await load(target, create, { ...loadOptions, seconds: options.warmup });
-    }
-    const agreement = floor ? await checkAgreement(api.url, floor.url, { headers, body }) : undefined;
-    const { replayKey, paymentId } = agreement ?? (await firstPayment(api.url, headers, body));
+    if (options.warmup > 0) await load(api, create, { ...loadOptions, seconds: options.warmup });
+    const { replayKey, paymentId } = await firstPayment(api.url, headers, body);
     const requests: Record<Load, autocannon.Request> = {
       create,
       replay: { method: 'POST', path: '/v1/payments', headers: { ...headers, 'idempotency-key': replayKey }, body },
@@ -266,18 +226,14 @@ async function main(): Promise<void> {
       warmup_seconds: options.warmup,
       connections: options.connections,
       loads: {},
-      agreement,
       payments: 0,
       provider_charges: 0,
       elapsed_s: 0,
-      ok: agreement?.ok ?? true,
+      ok: true,
     };
     for (const name of LOADS.filter((scenario) => options.scenarios.includes(scenario))) {
-      const result: Partial<LoadResult> = {};
-      for (const [side, target] of sides) result[side] = await load(target, requests[name], loadOptions);
-      report.loads[name] = result as LoadResult;
+      report.loads[name] = { api: await load(api, requests[name], loadOptions) };
     }
-    if (floor) report.ratios = ratios(report.loads);
 
     if (options.scenarios.includes('storm')) {
       const stormClient = await clients.create('bench storm');
@@ -341,20 +297,6 @@ async function firstPayment(
   return { replayKey: key, paymentId: ((await response.json()) as { id: string }).id };
 }
 
-function ratios(loads: Report['loads']): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [name, result] of Object.entries(loads)) {
-    if (!result.floor) continue;
-    out[`${name}_rps`] = round(result.api.rps / result.floor.rps);
-    if (name === 'create') {
-      out.create_p99 = round(result.api.p99_ms / result.floor.p99_ms);
-      out.create_cpu_per_request = round(result.api.cpu_ms_per_request / result.floor.cpu_ms_per_request);
-    }
-    if (result.floor_pg) out[`${name}_rps_vs_uncached`] = round(result.api.rps / result.floor_pg.rps);
-  }
-  return out;
-}
-
 /**
  * Payments and provider charges once they agree, or as they stand after 10 s.
  * A request still in flight when a load stopped may be between its payment's
@@ -410,44 +352,26 @@ async function measurePrune(
 
 function table(report: Report): string {
   const lines = [
-    `${report.connections} connections, ${report.seconds} s per side and scenario after ${report.warmup_seconds} s of warm-up; ` +
+    `${report.connections} connections, ${report.seconds} s per scenario after ${report.warmup_seconds} s of warm-up; ` +
       `${report.machine.cpus} cores, load average ${report.machine.load_average_at_start[0]} at start, ` +
       `${report.machine.load_average_at_end[0]} at end; statistics: ${report.statistics}`,
-    'scenario side        requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req  pg ms/req',
+    'scenario    requests    req/s  p50 ms  p90 ms  p99 ms  max ms  errors  non-2xx  cpu ms/req  pg ms/req',
   ];
-  for (const [name, result] of Object.entries(report.loads)) {
-    for (const [side, f] of Object.entries(result) as [string, Figures][]) {
-      lines.push(
-        [
-          name.padEnd(8),
-          side.padEnd(8),
-          String(f.requests).padStart(11),
-          f.rps.toFixed(0).padStart(8),
-          String(f.p50_ms).padStart(7),
-          String(f.p90_ms).padStart(7),
-          String(f.p99_ms).padStart(7),
-          String(f.max_ms).padStart(7),
-          String(f.errors).padStart(7),
-          String(f.non_2xx).padStart(8),
-          f.cpu_ms_per_request.toFixed(2).padStart(11),
-          (f.postgres_cpu_ms_per_request?.toFixed(2) ?? '-').padStart(10),
-        ].join(' '),
-      );
-    }
-  }
-  if (report.ratios) {
-    const parts = Object.entries(report.ratios).map(([name, value]) => `${name.replaceAll('_', ' ')} ${value}x`);
-    lines.push(`api / floor: ${parts.join(', ')}`);
-    if (Object.values(report.loads).some((result) => result.floor_pg)) {
-      lines.push('floor_pg: the floor without the auth and answer caches, reading Postgres for every request (vs uncached)');
-    }
-  }
-  if (report.agreement) {
-    const failed = report.agreement.checks.filter((check) => !check.ok);
+  for (const [name, { api: f }] of Object.entries(report.loads)) {
     lines.push(
-      failed.length === 0
-        ? `agreement: the floor and the API answered the same bytes in all ${report.agreement.checks.length} checks`
-        : `agreement: FAILED ${failed.map((check) => JSON.stringify(check)).join('; ')}`,
+      [
+        name.padEnd(8),
+        String(f.requests).padStart(11),
+        f.rps.toFixed(0).padStart(8),
+        String(f.p50_ms).padStart(7),
+        String(f.p90_ms).padStart(7),
+        String(f.p99_ms).padStart(7),
+        String(f.max_ms).padStart(7),
+        String(f.errors).padStart(7),
+        String(f.non_2xx).padStart(8),
+        f.cpu_ms_per_request.toFixed(2).padStart(11),
+        (f.postgres_cpu_ms_per_request?.toFixed(2) ?? '-').padStart(10),
+      ].join(' '),
     );
   }
   const s = report.storm;

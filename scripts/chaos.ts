@@ -123,6 +123,8 @@ const SERVICE_KNOBS = {
   WEBHOOK_TIMEOUT_MS: '1000',
   WEBHOOK_BACKOFF_BASE_MS: '200',
   WEBHOOK_BACKOFF_CAP_MS: '2000',
+  // The merchants' endpoints are the run's receiver, on loopback.
+  WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
 };
 
 /**
@@ -231,11 +233,12 @@ async function prepareDatabase(
   random: Random,
 ): Promise<{ dataSource: DataSource; clients: Merchant[] }> {
   const dataSource = await openScratchDatabase(databaseUrl);
-  const box = new SecretBox(secretsConfig());
+  // The receivers listen on loopback.
+  const sealing = { box: new SecretBox(secretsConfig()), policy: { allowPrivate: true } };
   const clients: Merchant[] = [];
   for (let i = 0; i < merchants; i++) {
     const endpoint = `merchant-${i}`;
-    const created = await onboardClient(dataSource, box, `chaos merchant ${i}`, { webhookUrl: receiver.url(endpoint) });
+    const created = await onboardClient(dataSource, sealing, `chaos merchant ${i}`, { webhookUrl: receiver.url(endpoint) });
     receiver.trust(endpoint, created.webhook_secret!);
     receiver.behave(endpoint, flakyEndpoint(random));
     clients.push({ id: created.id, apiKey: created.api_key, endpoint });
@@ -394,6 +397,8 @@ async function main(): Promise<number> {
       ...SERVICE_KNOBS,
       DATABASE_URL: bouncer ? bouncer.urlFor(options.database) : databaseUrl,
       DATABASE_DIRECT_URL: databaseUrl,
+      // A transaction-pooling bouncer keeps no prepared statement for a client.
+      DATABASE_PREPARED_STATEMENTS: bouncer ? 'false' : 'true',
       REDIS_URL: redis.url,
       PROVIDER_URL: provider.url,
       PROVIDER_WEBHOOK_SECRET: secret,

@@ -43,6 +43,7 @@ when every step behaved as narrated, 1 when one did not, 2 when it could not run
   --webhooks      also receive the events as webhooks, on an endpoint the demo
                   serves on 127.0.0.1: only when the worker runs on this machine
                   (not under compose, whose containers cannot reach its loopback)
+                  with WEBHOOK_ALLOW_PRIVATE_URLS=true, set for the demo too
   --wait S        how long to wait for the API and the provider to answer
                   before the first step (default 30)
 DATABASE_URL, REDIS_URL and QUEUE_PREFIX must be those of the stack: the crash
@@ -634,7 +635,7 @@ async function reachable(url: string, waitMs: number): Promise<boolean> {
 async function createDemoClient(config: AppConfig, webhookUrl: string | undefined) {
   const dataSource = await createDataSource(config).initialize();
   try {
-    return await onboardClient(dataSource, new SecretBox(config.secrets), `demo ${new Date().toISOString()}`, { webhookUrl });
+    return await onboardClient(dataSource, { box: new SecretBox(config.secrets), policy: { allowPrivate: config.webhooks.allowPrivateUrls } }, `demo ${new Date().toISOString()}`, { webhookUrl });
   } finally {
     await dataSource.destroy();
   }
@@ -647,6 +648,9 @@ async function main(): Promise<number> {
     return 0;
   }
   const config = loadConfigOrExit();
+  if (options.webhooks && !config.webhooks.allowPrivateUrls) {
+    throw new Error('--webhooks serves its endpoint on 127.0.0.1: set WEBHOOK_ALLOW_PRIVATE_URLS=true, for the demo and the worker');
+  }
   for (const url of [`${options.apiUrl}/health/ready`, `${options.providerUrl}/health`]) {
     if (!(await reachable(url, options.waitMs))) throw new Error(`${url} does not answer 200: is the stack running?`);
   }

@@ -6,7 +6,7 @@ const BENCH = join(__dirname, '..', 'dist', 'scripts', 'bench.js');
 /** Its own database, named after the suite's so that two suites running at once never share one. */
 const DATABASE = `bench_e2e_of_${new URL(TEST_DATABASE_URL).pathname.slice(1)}`;
 const ARGS = [
-  ['--compare', '--uncached-floor', '--json'],
+  ['--json'],
   ['--seconds', '1'],
   ['--warmup', '0'],
   ['--connections', '2'],
@@ -16,7 +16,7 @@ const ARGS = [
   ['--soak-seconds', '2'],
   ['--database', DATABASE],
 ].flat();
-/** About 30 s on the 2-core machine; generous for a loaded one. */
+/** About 40 s on the 2-core machine at a load average of 13; generous for a more loaded one. */
 const RUN_TIMEOUT_MS = 110_000;
 
 interface Side {
@@ -28,16 +28,14 @@ interface Side {
 }
 
 /**
- * `npm run bench -- --compare --uncached-floor` end to end with tiny
- * settings: the API and both floors answer every load without an error, the
- * API and the floor agree byte for byte (each replays what the other stored),
- * the storm makes one payment and one charge, the worker drains the backlog,
- * and the soak samples the API's RSS.
+ * `npm run bench` end to end with tiny settings: the API answers every load
+ * without an error, the storm makes one payment and one charge, the worker
+ * drains the backlog, and the soak samples the API's RSS.
  */
-describe('npm run bench -- --compare --uncached-floor (tiny)', () => {
+describe('npm run bench (tiny)', () => {
   jest.setTimeout(RUN_TIMEOUT_MS + 10_000);
 
-  it('measures every side of every scenario, and the floor agrees with the API', async () => {
+  it('measures the API in every scenario', async () => {
     const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((settle) => {
       execFile(process.execPath, [BENCH, ...ARGS], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
         settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
@@ -46,9 +44,7 @@ describe('npm run bench -- --compare --uncached-floor (tiny)', () => {
     expect({ code, stderr: code === 0 ? '' : stderr || stdout }).toEqual({ code: 0, stderr: '' });
 
     const report = JSON.parse(stdout) as {
-      loads: Record<string, { api: Side; floor: Side; floor_pg: Side }>;
-      ratios: Record<string, number>;
-      agreement: { ok: boolean; checks: { check: string; ok: boolean }[] };
+      loads: Record<string, Record<string, Side>>;
       storm: Record<string, unknown>;
       backlog: Record<string, unknown>;
       soak: { samples: { rss_mb: number; anon_mb: number; file_mb: number }[]; heap_at_end: { heap_used_mb: number } | null };
@@ -58,21 +54,15 @@ describe('npm run bench -- --compare --uncached-floor (tiny)', () => {
       ok: boolean;
     };
     expect(Object.keys(report.loads)).toEqual(['create', 'replay', 'get', 'list']);
-    for (const [, sides] of Object.entries(report.loads)) {
-      for (const side of [sides.api, sides.floor, sides.floor_pg]) {
-        expect(side.requests).toBeGreaterThan(0);
-        expect({ errors: side.errors, non_2xx: side.non_2xx }).toEqual({ errors: 0, non_2xx: 0 });
-        expect(side.cpu_ms_per_request).toBeGreaterThan(0);
-      }
+    for (const sides of Object.values(report.loads)) {
+      // Under `api`, where readers of the JSON (bench-standby) take the figures, and nothing beside it.
+      expect(Object.keys(sides)).toEqual(['api']);
+      expect(sides.api.requests).toBeGreaterThan(0);
+      expect({ errors: sides.api.errors, non_2xx: sides.api.non_2xx }).toEqual({ errors: 0, non_2xx: 0 });
+      expect(sides.api.cpu_ms_per_request).toBeGreaterThan(0);
     }
     // The suite's Postgres runs on this machine, and a create is two transactions.
     expect(report.loads.create.api.postgres_cpu_ms_per_request).toBeGreaterThan(0);
-    expect(report.loads.create.floor.postgres_cpu_ms_per_request).toBeGreaterThan(0);
-    expect(Object.keys(report.ratios)).toEqual(
-      expect.arrayContaining(['create_rps', 'create_p99', 'replay_rps', 'get_rps', 'list_rps', 'replay_rps_vs_uncached']),
-    );
-    expect(report.agreement.checks.filter((check) => !check.ok)).toEqual([]);
-    expect(report.agreement.checks.length).toBeGreaterThanOrEqual(9);
     expect(report.storm).toMatchObject({ requests: 200, created: 1, other: 0, payments: 1, charges: 1, ok: true });
     expect(report.backlog).toMatchObject({ payments: 100, left_pending: 0, ok: true });
     expect(report.soak.samples.length).toBeGreaterThanOrEqual(2);

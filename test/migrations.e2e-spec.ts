@@ -52,15 +52,18 @@ describe('npm run migration:run / migration:revert', () => {
       const client = new Client({ connectionString: databaseUrl });
       await client.connect();
       try {
-        // Every column and constraint, so that a migration that changes keys rather than tables shows too.
+        // Every column, constraint and function, so that a migration that changes keys or
+        // functions rather than tables shows too.
         const { rows } = await client.query(
           `SELECT (SELECT string_agg(table_name || '.' || column_name, ',' ORDER BY table_name, column_name)
                      FROM information_schema.columns WHERE table_schema = 'public') AS columns,
                   (SELECT string_agg(conrelid::regclass || ' ' || pg_get_constraintdef(oid), ',' ORDER BY conrelid::regclass::text, conname)
-                     FROM pg_constraint WHERE connamespace = 'public'::regnamespace) AS constraints`,
+                     FROM pg_constraint WHERE connamespace = 'public'::regnamespace) AS constraints,
+                  (SELECT string_agg(pg_get_functiondef(oid), ',' ORDER BY proname)
+                     FROM pg_proc WHERE pronamespace = 'public'::regnamespace) AS functions`,
         );
         const [last] = (await client.query('SELECT name FROM typeorm_migrations ORDER BY id DESC LIMIT 1')).rows;
-        return { schema: `${rows[0].columns as string}\n${rows[0].constraints as string}`, last: last.name as string };
+        return { schema: [rows[0].columns, rows[0].constraints, rows[0].functions].join('\n'), last: last.name as string };
       } finally {
         await client.end();
       }

@@ -10,7 +10,9 @@ jest.setTimeout(60_000);
 const SCRIPTS: [name: string, entry: string][] = [
   ['start:all', 'src/start-all.js'],
   ['migration:run', 'src/database/migrate.js'],
-  ['client:create', 'src/operator/client-create.js'],
+  ['client:create', 'src/clients/client-create.js'],
+  ['client:key', 'src/clients/client-key.js'],
+  ['client:list', 'src/clients/client-list.js'],
   ['payment:resolve', 'src/operator/payment-resolve.js'],
   ['refund:resolve', 'src/operator/refund-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],

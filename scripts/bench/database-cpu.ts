@@ -9,11 +9,11 @@ export type BackendCpu = ReadonlyMap<number, number>;
 /**
  * The CPU Postgres spends on one database: the backends serving it, read from
  * /proc, so only when the server runs on this machine. The bench's database is
- * its own, so its backends serve only the side under load (the API or the
- * floor, one at a time), whoever else shares the server. Not counted: the
- * server's shared work (WAL writer, checkpointer, autovacuum, and the bench's
- * ANALYZE standing in for autovacuum's), and a backend that exits mid-load
- * (the pools keep theirs open).
+ * its own, so its backends serve only the bench's processes (the API under
+ * load, and the backlog's worker), whoever else shares the server. Not
+ * counted: the server's shared work (WAL writer, checkpointer, autovacuum, and
+ * the bench's ANALYZE standing in for autovacuum's), and a backend that exits
+ * mid-load (the pools keep theirs open).
  */
 export class DatabaseCpu {
   constructor(

@@ -4,10 +4,10 @@ import { newUlid } from '../../src/common/ulid';
 import type { Charge } from '../../src/mock-provider/mock-provider.types';
 
 /**
- * The provider both sides of the bench call: POST /charges and
+ * The provider the bench's API calls: POST /charges and
  * GET /charges/:key in the mock provider's shapes, with none of its fault
  * injection, events or journal, so that it costs next to nothing and the
- * figures are the API's and the floor's, not the provider's. Idempotent per
+ * figures are the API's, not the provider's. Idempotent per
  * Idempotency-Key like the real one, so a retry or the worker's resubmission
  * never makes a second charge. `pm_card_declined` is declined; every other
  * method succeeds.

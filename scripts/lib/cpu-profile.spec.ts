@@ -43,7 +43,7 @@ describe('packageOf', () => {
     ['file:///a/node_modules/@nestjs/core/router/x.js', '@nestjs/core'],
     ['file:///a/node_modules/pg/node_modules/pg-protocol/y.js', 'pg-protocol'],
     ['node:internal/streams/writable', 'node:internal'],
-    ['file:///a/dist/scripts/bench/floor.js', 'app:bench/floor.js'],
+    ['file:///a/dist/scripts/bench/stub-provider.js', 'app:bench/stub-provider.js'],
     ['', ''],
   ])('%s is %s', (url, name) => expect(packageOf(url)).toBe(name));
 });

@@ -1,6 +1,24 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { newUlid } from '../common/ulid';
 
 const API_KEY_PREFIX = 'sk_';
+
+/** `key_` and a ULID: the public name of one API key, what client:key and client:list show. */
+export const API_KEY_ID_PATTERN = /^key_[0-9A-HJKMNP-TV-Z]{26}$/;
+
+export function newApiKeyId(): string {
+  return `key_${newUlid()}`;
+}
+
+/**
+ * What client:list shows of a key so an operator can tell which one a
+ * merchant holds: `sk_` and its first six characters, 36 of its 256 random
+ * bits; the 220 left keep it as unguessable as ever. Short of the eight
+ * characters the log redaction looks for, so it is never mistaken for a key.
+ */
+export function apiKeyPrefix(apiKey: string): string {
+  return apiKey.slice(0, API_KEY_PREFIX.length + 6);
+}
 
 /** 32 random bytes: shown once to the operator, never stored. */
 export function generateApiKey(): string {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/app-config';
 import { ApiKeyGuard } from './api-key.guard';
+import { ApiKeyUsage } from './api-key-usage';
 import { AuthFailureLimiter } from './auth-failure-limiter';
 import { ClientRateLimit } from './client-rate-limit';
 import { ClientThrottlerGuard } from './client-throttler.guard';
@@ -12,9 +13,15 @@ import { ClientsService } from './clients.service';
   providers: [
     ClientsRepository,
     {
-      provide: ClientsService,
+      provide: ApiKeyUsage,
       inject: [ClientsRepository, APP_CONFIG],
-      useFactory: (clients: ClientsRepository, config: AppConfig) => new ClientsService(clients, config.authCache),
+      useFactory: (clients: ClientsRepository, config: AppConfig) => new ApiKeyUsage(clients, config.apiKeyUsageFlushMs),
+    },
+    {
+      provide: ClientsService,
+      inject: [ClientsRepository, APP_CONFIG, ApiKeyUsage],
+      useFactory: (clients: ClientsRepository, config: AppConfig, usage: ApiKeyUsage) =>
+        new ClientsService(clients, config.authCache, usage),
     },
     ApiKeyGuard,
     ClientThrottlerGuard,

@@ -3,7 +3,6 @@ import { type RecordOf, col, defineTable } from '../database/table';
 export const apiClientsTable = defineTable('api_clients', {
   id: col.uuid('id'),
   name: col.text('name'),
-  apiKeyHash: col.char('api_key_hash'),
   createdAt: col.timestamptz('created_at'),
 });
 

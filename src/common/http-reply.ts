@@ -21,7 +21,7 @@ export interface HttpReply {
  * Express writes for it in the API, in its order: ANSWER_HEADERS, our
  * request id, `extra` (the rate limit's, say), the reply's own, then the
  * JSON content type and length. For the answers given before Express
- * (EarlyAnswers) and by the bench's floor.
+ * (EarlyAnswers).
  */
 export function writeReply(response: ServerResponse, requestId: string, reply: HttpReply, extra: Record<string, string> = {}): void {
   response

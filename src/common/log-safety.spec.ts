@@ -10,6 +10,16 @@ describe('log safety', () => {
     expect(redactSecrets('sk_ alone, or a risk_factor')).toBe('sk_ alone, or a risk_factor');
   });
 
+  it('removes the user name and password of any URL in a string, up to its last @ before the path', () => {
+    expect(redactSecrets('Request cannot be constructed from a URL that includes credentials: http://u:hunter2@merchant.example/hook')).toBe(
+      'Request cannot be constructed from a URL that includes credentials: http://[redacted]@merchant.example/hook',
+    );
+    expect(redactSecrets('https://user:p@ss@host:8443/a@b and postgres://app:pw@db/payments')).toBe(
+      'https://[redacted]@host:8443/a@b and postgres://[redacted]@db/payments',
+    );
+    expect(redactSecrets('https://merchant.example/hook?to=a@b.example')).toBe('https://merchant.example/hook?to=a@b.example');
+  });
+
   it('logs a database error as its SQLSTATE and constraint, never the statement or its parameters', () => {
     const error = new QueryFailedError(
       'INSERT INTO payments (description) VALUES ($1)',

@@ -5,12 +5,18 @@ import { REQUEST_ID_HEADER } from './request-id';
 /** API keys (sk_…) and webhook secrets (whsec_…), wherever they appear in a string. */
 const SECRET = /\b(?:sk|whsec)_[A-Za-z0-9+/=_-]{8,}/g;
 const REDACTED = '[redacted]';
+/**
+ * The user name and password of a URL (`https://user:password@host`), up to
+ * its last @ before the path: a password may hold an @ of its own.
+ */
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi;
 
 /** Headers whose whole value is a credential, whatever its shape. */
 const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'x-api-key', 'cookie', 'webhook-signature']);
 
+/** Keys, webhook secrets and a URL's credentials, wherever they appear in a string. */
 export function redactSecrets(text: string): string {
-  return text.replace(SECRET, REDACTED);
+  return text.replace(SECRET, REDACTED).replace(URL_CREDENTIALS, `$1${REDACTED}@`);
 }
 
 /**

@@ -60,7 +60,7 @@ export function ApiAnswers(...answers: Answer[]): MethodDecorator & ClassDecorat
 
 /** The answers every authenticated route can give, whatever it does. */
 export const AUTHENTICATED_ANSWERS: Answer[] = [
-  { status: 401, description: 'Missing, unknown or repeated API key (`unauthenticated`).' },
+  { status: 401, description: 'Missing, unknown, revoked, expired or repeated API key (`unauthenticated`).' },
   { status: 429, description: 'Over the rate limit (`rate_limited`).', headers: RETRY_AFTER },
 ];
 
@@ -89,7 +89,7 @@ export function openApiDocument(app: INestApplication): OpenAPIObject {
         type: 'http',
         scheme: 'bearer',
         bearerFormat: 'sk_… (an opaque API key)',
-        description: 'An API key (`sk_…`) from `npm run client:create`, shown once.',
+        description: 'One of the client’s API keys (`sk_…`), from `npm run client:create` or `npm run client:key`, shown once.',
       },
       API_KEY_SCHEME,
     )

@@ -1,4 +1,6 @@
 import type { Webhook } from 'standardwebhooks';
+import { type Dispatcher, fetch } from 'undici';
+import { redactSecrets } from './log-safety';
 
 /** One delivery attempt's request: a JSON body and its Standard Webhooks headers. */
 export interface SignedRequest {
@@ -27,14 +29,17 @@ export function signedWebhookRequest(signers: Webhook | readonly Webhook[], id: 
 }
 
 /**
- * Sends one attempt. Undefined when the receiver answered 2xx; otherwise why
- * not (`HTTP 503`, a timeout, a refused connection), for the delivery's
- * record. Throws only when `stop` aborted it: the sender is shutting down.
+ * Sends one attempt, through `dispatcher`'s connections when given (undici's
+ * fetch, the one behind Node's). Undefined when the receiver answered 2xx;
+ * otherwise why not (`HTTP 503`, a redirect, a timeout, a refused
+ * connection), for the delivery's record, with any credentials in a URL it
+ * quotes redacted. Throws only when `stop` aborted it: the sender is
+ * shutting down.
  */
 export async function postSignedWebhook(
   url: string,
   request: SignedRequest,
-  { timeoutMs, stop }: { timeoutMs: number; stop?: AbortSignal },
+  { timeoutMs, stop, dispatcher }: { timeoutMs: number; stop?: AbortSignal; dispatcher?: Dispatcher },
 ): Promise<string | undefined> {
   const timeout = AbortSignal.timeout(timeoutMs);
   try {
@@ -45,14 +50,18 @@ export async function postSignedWebhook(
       // A redirect is not an acknowledgement: the receiver must answer 2xx itself.
       redirect: 'manual',
       signal: stop ? AbortSignal.any([stop, timeout]) : timeout,
+      dispatcher,
     });
     // The receiver's body says nothing we act on, and may be large.
     await response.body?.cancel();
-    return response.ok ? undefined : `HTTP ${response.status}`;
+    if (response.ok) return undefined;
+    return response.status >= 300 && response.status < 400
+      ? `HTTP ${response.status} (redirects are not followed)`
+      : `HTTP ${response.status}`;
   } catch (error) {
     if (stop?.aborted) throw error;
     if (timeout.aborted) return `no answer within ${timeoutMs} ms`;
     const cause = (error as Error & { cause?: Error }).cause;
-    return cause?.message ?? (error as Error).message;
+    return redactSecrets(cause?.message ?? (error as Error).message);
   }
 }

@@ -12,7 +12,8 @@ describe('loadConfig', () => {
     expect(config.http.port).toBe(3000);
     expect(config.mockProvider.port).toBe(4010);
     expect(config.idempotency).toEqual({ keyTtlHours: 24, leaseMs: 30_000, answerCacheEntries: 10_000 });
-    expect(config.authCache).toEqual({ ttlMs: 5_000, maxKeys: 10_000 });
+    expect(config.authCache).toEqual({ ttlMs: 1_000, maxKeys: 10_000 });
+    expect(config.apiKeyUsageFlushMs).toBe(60_000);
     expect(config.webhooks).toEqual({
       dispatchIntervalMs: 1_000,
       timeoutMs: 10_000,
@@ -22,6 +23,7 @@ describe('loadConfig', () => {
       concurrency: 16,
       maxInFlightPerEndpoint: 4,
       batchSize: 200,
+      allowPrivateUrls: false,
     });
     expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, paymentsPerS: 250 });
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
@@ -121,6 +123,9 @@ describe('loadConfig', () => {
     ['PROVIDER_TRACKED_CLIENTS', '0'],
     ['METRICS_GAUGE_INTERVAL_MS', '50'],
     ['METRICS_GAUGE_INTERVAL_MS', '3600001'],
+    // Only true or false: a "yes" or "1" must not quietly leave the address rules on, or off.
+    ['WEBHOOK_ALLOW_PRIVATE_URLS', 'yes'],
+    ['WEBHOOK_ALLOW_PRIVATE_URLS', '1'],
     // Retired: it counted every client's attempts together.
     ['PROVIDER_BREAKER_THRESHOLD', '10'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {

@@ -151,7 +151,7 @@ const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 const DEVELOPMENT_SECRETS_KEY = 'ZGV2ZWxvcG1lbnQgb25seTogbmV2ZXIgaW4gcHJvZCE=';
 
 /** Also the pool of the tools and tests that open a DataSource from a URL alone. */
-export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000 };
+export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000, preparedStatements: true };
 
 /**
  * The OpenTelemetry traces: `endpoint` is where the processes export them
@@ -211,6 +211,12 @@ export function loadConfig(env: Env = process.env) {
       size: r.int('DATABASE_POOL_SIZE', DATABASE_POOL_DEFAULTS.size, 1, 1_000),
       /** How long a request waits for a free connection before its 503. */
       acquireTimeoutMs: r.int('DATABASE_POOL_TIMEOUT_MS', DATABASE_POOL_DEFAULTS.acquireTimeoutMs, 1),
+      /**
+       * Statements prepared once per connection and then run by name (see
+       * statementName in database/sql.ts). Off behind a transaction-pooling
+       * PgBouncer without protocol-level prepared statement support.
+       */
+      preparedStatements: r.oneOf('DATABASE_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
     },
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Seed nodes of a Redis Cluster; when set, REDIS_URL is not used. */
@@ -252,13 +258,17 @@ export function loadConfig(env: Env = process.env) {
     },
     /**
      * A key's lookup is reused by this process for ttlMs (0: every request
-     * looks it up), for up to maxKeys keys: a key removed from the database
-     * keeps working here for at most ttlMs.
+     * looks it up), for up to maxKeys keys: a key revoked or rolled keeps
+     * working here, or goes on without its new end, for at most ttlMs. At
+     * most a second, so that every process refuses a revoked key within the
+     * promised 2 s with room for a slow lookup.
      */
     authCache: {
-      ttlMs: r.int('AUTH_CACHE_TTL_MS', 5_000, 0, 300_000),
+      ttlMs: r.int('AUTH_CACHE_TTL_MS', 1_000, 0, 1_000),
       maxKeys: r.int('AUTH_CACHE_KEYS', 10_000, 1, 1_000_000),
     },
+    /** How often at most each API process writes its keys' last use (ApiKeyUsage): last_used_at lags by up to this. */
+    apiKeyUsageFlushMs: r.int('API_KEY_LAST_USED_FLUSH_MS', 60_000, 100, 3_600_000),
     idempotency: {
       /** Counted from the stored answer; a key without one (its payment not final) never expires. */
       keyTtlHours: r.positive('IDEMPOTENCY_KEY_TTL_HOURS', 24, 24 * 366),
@@ -341,6 +351,12 @@ export function loadConfig(env: Env = process.env) {
       concurrency: r.int('WEBHOOK_CONCURRENCY', 16, 2, 256),
       maxInFlightPerEndpoint: r.int('WEBHOOK_ENDPOINT_MAX_IN_FLIGHT', 4, 1, 256),
       batchSize: r.int('WEBHOOK_BATCH_SIZE', 200, 1, 10_000),
+      /**
+       * Endpoints on loopback, private, link-local and other special-purpose
+       * addresses are allowed, at registration and at delivery (local demos
+       * and tests only: see merchant-events/webhook-url-policy.ts).
+       */
+      allowPrivateUrls: r.oneOf('WEBHOOK_ALLOW_PRIVATE_URLS', 'false', ['true', 'false']) === 'true',
     },
     mockProvider: {
       port: r.int('PROVIDER_PORT', 4010, 0, 65535),

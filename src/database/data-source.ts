@@ -36,6 +36,8 @@ export function dataSourceOptions(
       // rather than queueing for ever behind a stuck database.
       connectionTimeoutMillis: pool.acquireTimeoutMs,
       ...SESSION_TIMEOUTS,
+      // Read by queryRows (database/sql.ts), not by pg.
+      preparedStatements: pool.preparedStatements,
     },
   };
 }

@@ -1,6 +1,9 @@
-import { QueryFailedError } from 'typeorm';
+import { type EntityManager, QueryFailedError } from 'typeorm';
+import { DATABASE_POOL_DEFAULTS } from '../config/app-config';
 import { eventually } from '../../test/support/eventually';
+import { TEST_DATABASE_URL } from '../../test/support/test-env';
 import { useTestDatabase } from '../../test/support/test-database';
+import { createDataSource } from './data-source';
 import { fromInfrastructureError } from '../common/error-envelope';
 import { TransportErrorCode } from '../common/transport-error';
 import { queryRow, queryRows } from './sql';
@@ -51,5 +54,51 @@ describe('queryRows outside a transaction', () => {
     await expect(queryRows(db.dataSource.manager, 'INSERT INTO once VALUES (1)')).rejects.toMatchObject({ code: '23505' });
 
     expect(await backendPid()).toBe(pid);
+  });
+});
+
+/**
+ * Statements are prepared once per connection and then run by name, on the
+ * pool and in a transaction alike, unless the data source is told not to
+ * (behind a transaction-pooling PgBouncer).
+ */
+describe('queryRows and prepared statements', () => {
+  const db = useTestDatabase();
+  const probe = 'SELECT $1::int + 1 AS n';
+
+  /** The statements this session holds prepared, seen from the connection queryRows just used. */
+  const preparedOn = (manager: EntityManager) =>
+    queryRows<{ statement: string }>(manager, 'SELECT statement FROM pg_prepared_statements');
+
+  it('prepares a statement once on a connection and runs it again by name', async () => {
+    for (const n of [1, 2, 3]) {
+      expect(await queryRow(db.dataSource.manager, probe, [n])).toEqual({ n: n + 1 });
+    }
+    // The pool hands out the connection released last first: one connection served all three.
+    const prepared = (await preparedOn(db.dataSource.manager)).map((row) => row.statement);
+    expect(prepared.filter((statement) => statement === probe)).toHaveLength(1);
+  });
+
+  it('runs a transaction’s statements on its connection, prepared there, and fails them as TypeORM would', async () => {
+    await db.dataSource.transaction(async (tx) => {
+      await queryRows(tx, 'CREATE TEMP TABLE seen (id int PRIMARY KEY) ON COMMIT DROP');
+      await queryRows(tx, 'INSERT INTO seen VALUES ($1)', [7]);
+      expect(await queryRows(tx, 'SELECT id FROM seen')).toEqual([{ id: 7 }]);
+      expect((await preparedOn(tx)).map((row) => row.statement)).toContain('INSERT INTO seen VALUES ($1)');
+      await expect(queryRows(tx, 'INSERT INTO seen VALUES ($1)', [7])).rejects.toBeInstanceOf(QueryFailedError);
+    });
+  });
+
+  it('prepares nothing when the data source is told not to', async () => {
+    const unprepared = await createDataSource({
+      databaseUrl: TEST_DATABASE_URL,
+      databasePool: { ...DATABASE_POOL_DEFAULTS, preparedStatements: false },
+    }).initialize();
+    try {
+      expect(await queryRow(unprepared.manager, probe, [1])).toEqual({ n: 2 });
+      expect(await preparedOn(unprepared.manager)).toEqual([]);
+    } finally {
+      await unprepared.destroy();
+    }
   });
 });

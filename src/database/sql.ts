@@ -1,60 +1,67 @@
-import type { Pool } from 'pg';
+import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 
 /**
- * Rows of a raw statement. One on the data source's own manager, outside any
- * transaction, goes straight to its pool: through TypeORM, each makes,
+ * Rows of a raw statement, run on the connection `db` stands for: the
+ * data source's own manager outside any transaction takes one from the pool
+ * for the statement; a transaction's manager runs it on the transaction's
+ * connection. Both go to pg directly: through TypeORM, each statement makes,
  * connects and releases a QueryRunner and broadcasts query events nobody
- * listens to: about a fifth more of this process's CPU per statement
- * (measured by scripts/statement-bench.ts, a one-off now in git history only).
- * As through TypeORM, a statement's failure is wrapped in QueryFailedError
- * (a failure to get a connection is not), so that it is read
- * (isUniqueViolation, the envelope) and logged (never its parameters) the
- * same. Through any other manager's `query`, TypeORM's postgres driver
- * answers UPDATE and DELETE with [rows, rowCount] and everything else with
- * rows; callers want rows.
+ * listens to (about a fifth more of this process's CPU per statement), and
+ * TypeORM cannot name a statement (see statementName). As through TypeORM, a
+ * statement's failure is wrapped in QueryFailedError (a failure to get a
+ * connection is not), so that it is read (isUniqueViolation, the envelope)
+ * and logged (never its parameters) the same.
  */
 export async function queryRows<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
-  if (isDataSourceManager(db)) {
-    // Not pool.query: it discards the connection after any failed statement,
-    // a unique violation included. Here only a failure that ended the session
-    // does: a FATAL from the server (it is shutting down, or terminated this
-    // backend) or a dropped socket, anything but an ERROR of the statement.
-    const connection = await poolOf(db).connect();
-    let broken: Error | undefined;
-    // While it is held, the pool no longer listens for its errors: one the
-    // server sends meanwhile (a shutdown's FATAL, a dropped socket) fails
-    // the statement, and must not end the process as an unhandled 'error'
-    // event. TypeORM listens the same way for a connection it holds.
-    connection.on('error', ignoreHeldConnectionError);
+  const query = { name: statementName(db, text), text, values: params };
+  if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query);
+  if (db.queryRunner) {
+    const connection = (await db.queryRunner.connect()) as PoolClient;
     try {
-      return (await connection.query(text, params)).rows as T[];
+      return (await connection.query(query)).rows as T[];
     } catch (error) {
-      if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
       throw new QueryFailedError(text, params, error as Error);
-    } finally {
-      connection.off('error', ignoreHeldConnectionError);
-      connection.release(broken);
     }
   }
+  // A stand-in of a test, with a `query` of its own. TypeORM's answers
+  // UPDATE and DELETE with [rows, rowCount], and everything else with rows.
   const result: unknown = await db.query(text, params);
-  if (
-    Array.isArray(result) &&
-    result.length === 2 &&
-    Array.isArray(result[0]) &&
-    typeof result[1] === 'number'
-  ) {
+  if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {
     return result[0] as T[];
   }
   return result as T[];
 }
 
+async function queryOnPool<T>(pool: Pool, query: QueryConfig): Promise<T[]> {
+  // Not pool.query: it discards the connection after any failed statement,
+  // a unique violation included. Here only a failure that ended the session
+  // does: a FATAL from the server (it is shutting down, or terminated this
+  // backend) or a dropped socket, anything but an ERROR of the statement.
+  const connection = await pool.connect();
+  let broken: Error | undefined;
+  // While it is held, the pool no longer listens for its errors: one the
+  // server sends meanwhile (a shutdown's FATAL, a dropped socket) fails
+  // the statement, and must not end the process as an unhandled 'error'
+  // event. TypeORM listens the same way for a connection it holds.
+  connection.on('error', ignoreHeldConnectionError);
+  try {
+    return (await connection.query(query)).rows as T[];
+  } catch (error) {
+    if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
+    throw new QueryFailedError(query.text, query.values, error as Error);
+  } finally {
+    connection.off('error', ignoreHeldConnectionError);
+    connection.release(broken);
+  }
+}
+
 /**
  * The data source's own manager, outside any transaction; any other (a
- * transaction's, or a stand-in of a test or the bench's floor) is asked
- * through its own `query`.
+ * transaction's, or a stand-in of a test) is asked through its own
+ * connection.
  */
 function isDataSourceManager(db: EntityManager): boolean {
   return (db.connection as EntityManager['connection'] | undefined)?.manager === db;
@@ -65,6 +72,36 @@ function ignoreHeldConnectionError(): void {}
 
 function poolOf(db: EntityManager): Pool {
   return (db.connection.driver as PostgresDriver).master as Pool;
+}
+
+/**
+ * More distinct texts than this are not named. Statements are built from
+ * fixed fragments (their values are parameters), so a process has a few
+ * dozen; the bound keeps a statement whose text did vary from filling every
+ * connection's memory with plans used once.
+ */
+const MAX_NAMED_STATEMENTS = 500;
+const statementNames = new Map<string, string>();
+
+/**
+ * The name `text` is prepared under, when the data source prepares its
+ * statements (DATABASE_PREPARED_STATEMENTS, see dataSourceOptions): pg
+ * parses a named statement once per connection and afterwards sends only
+ * its name and values, and Postgres may keep one plan for it. Without a
+ * name, every execution is parsed and planned again: about two thirds of the
+ * database's CPU per payment, for the same three statements. Off behind a
+ * transaction-pooling PgBouncer, which hands each transaction any server
+ * connection: one that never saw the statement prepared.
+ */
+function statementName(db: EntityManager, text: string): string | undefined {
+  const options = db.connection?.options as { extra?: { preparedStatements?: boolean } } | undefined;
+  if (options?.extra?.preparedStatements !== true) return undefined;
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
+    name = `s${statementNames.size}`;
+    statementNames.set(text, name);
+  }
+  return name;
 }
 
 export async function queryRow<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T | undefined> {

@@ -5,6 +5,7 @@ import type { ApiClient } from '../clients/clients.table';
 import type { SecretBox } from '../common/secret-box';
 import { createEndpoint } from './webhook-endpoints.service';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository';
+import type { WebhookUrlPolicy } from './webhook-url-policy';
 
 export type OnboardedClient = ApiClient & {
   api_key: string;
@@ -20,14 +21,14 @@ export type OnboardedClient = ApiClient & {
  */
 export async function onboardClient(
   dataSource: DataSource,
-  box: SecretBox,
+  { box, policy }: { box: SecretBox; policy: WebhookUrlPolicy },
   name: string,
   options: { webhookUrl?: string } = {},
 ): Promise<OnboardedClient> {
   return dataSource.transaction(async (tx) => {
     const client = await new ClientsService(new ClientsRepository(dataSource)).create(name, tx);
     if (options.webhookUrl === undefined) return client;
-    const endpoint = await createEndpoint(tx, { endpoints: new WebhookEndpointsRepository(), box }, client.id, { url: options.webhookUrl });
+    const endpoint = await createEndpoint(tx, { endpoints: new WebhookEndpointsRepository(), box, policy }, client.id, { url: options.webhookUrl });
     return { ...client, webhook_endpoint: endpoint.id, webhook_url: endpoint.url, webhook_secret: endpoint.secret };
   });
 }

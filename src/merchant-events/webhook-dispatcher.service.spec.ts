@@ -1,5 +1,7 @@
+import dns from 'node:dns';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -13,6 +15,7 @@ import { aPayment } from '../ledger/payment.fixture';
 import type { EventRecord } from '../ledger/events.table';
 import type { ClaimedDelivery, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WebhookDispatcher } from './webhook-dispatcher.service';
+import { webhookUrlRefusal } from './webhook-url-policy';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const CLAIM = { clientId: 'c1', eventId: 'evt_01M8SQ8YE7WBFM1V7CNVXBCFA3', endpointId: 'e1', claimToken: 't1' };
@@ -28,22 +31,32 @@ const event: EventRecord = {
   xactId: '1234',
 };
 
-/** A merchant endpoint on loopback answering `status`, keeping what it got. */
-async function endpoint(status: number): Promise<{ url: string; got: { headers: Record<string, string>; body: string }[]; server: Server }> {
+/**
+ * A merchant endpoint on loopback answering `status` (with `headers`),
+ * keeping what it got and counting the connections that reached it.
+ */
+async function endpoint(
+  status: number,
+  headers: Record<string, string> = {},
+): Promise<{ url: string; port: number; got: { headers: Record<string, string>; body: string }[]; connections: () => number; server: Server }> {
   const got: { headers: Record<string, string>; body: string }[] = [];
+  let connections = 0;
   const server = createServer((request, response) => {
     let body = '';
     request.on('data', (chunk: Buffer) => (body += chunk.toString()));
     request.on('end', () => {
       got.push({ headers: request.headers as Record<string, string>, body });
-      response.writeHead(status).end();
+      response.writeHead(status, headers).end();
     });
   });
+  server.on('connection', () => connections++);
   await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`, got, server };
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hooks`, port, got, connections: () => connections, server };
 }
 
-function setup(env: Record<string, string> = {}) {
+/** The endpoints of these tests are on loopback: allowed unless a test says otherwise. */
+function setup(env: Record<string, string> = { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' }) {
   const db = {} as EntityManager;
   const dataSource = { manager: db } as unknown as DataSource;
   const deliveries = strictMock<WebhookDeliveriesRepository>('deliveries');
@@ -104,7 +117,7 @@ describe('WebhookDispatcher', () => {
     });
 
     it('records a failure with the next attempt on the backoff ladder and the horizon, under the claim', async () => {
-      const { sut, db, deliveries, claimed } = setup({ WEBHOOK_RETRY_HORIZON_HOURS: '2' });
+      const { sut, db, deliveries, claimed } = setup({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true', WEBHOOK_RETRY_HORIZON_HOURS: '2' });
       const merchant = await endpoint(503);
       servers.push(merchant.server);
       deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(merchant.url, 3));
@@ -171,6 +184,81 @@ describe('WebhookDispatcher', () => {
 
       expect(deliveries.stopPending).toHaveBeenCalledWith(db, CLAIM, 'endpoint disabled or deleted');
       expect(merchant.got).toEqual([]);
+    });
+
+    describe('where it sends', () => {
+      afterEach(() => jest.restoreAllMocks());
+
+      /** The system resolver answering each lookup with the next of `answers` (the last one from then on). */
+      function dnsAnswers(...answers: string[]) {
+        let call = 0;
+        return jest.spyOn(dns, 'lookup').mockImplementation(((_host: string, _options: unknown, callback: (...args: unknown[]) => void) => {
+          const address = answers[Math.min(call++, answers.length - 1)];
+          callback(null, [{ address, family: 4 }]);
+        }) as unknown as typeof dns.lookup);
+      }
+
+      it('refuses a name that resolved public at registration and resolves to loopback at delivery, and never connects', async () => {
+        const { sut, deliveries, claimed } = setup({});
+        const merchant = await endpoint(204);
+        servers.push(merchant.server);
+        const url = `http://rebinding.example:${merchant.port}/hooks`;
+        // Public when registered (resolved only: nothing connects to it), the merchant's listener on loopback by delivery time.
+        dnsAnswers('93.184.215.14', '127.0.0.1');
+        await expect(webhookUrlRefusal(url, { allowPrivate: false })).resolves.toBeUndefined();
+        deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(url));
+        deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+        await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+        expect(deliveries.recordFailure.mock.calls[0][2].error).toBe('address 127.0.0.1 is loopback: refused');
+        expect(merchant.connections()).toBe(0);
+      });
+
+      it('refuses a private address written in the URL, without connecting', async () => {
+        const { sut, deliveries, claimed } = setup({});
+        const merchant = await endpoint(204);
+        servers.push(merchant.server);
+        deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(merchant.url));
+        deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+        await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+        expect(deliveries.recordFailure.mock.calls[0][2].error).toBe('address 127.0.0.1 is loopback: refused');
+        expect(merchant.connections()).toBe(0);
+      });
+
+      it('does not follow a redirect: the 3xx is a failed attempt, and its target gets nothing', async () => {
+        // Time for a first connection on a busy machine: a timeout here would say nothing of redirects.
+        const { sut, deliveries, claimed } = setup({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true', WEBHOOK_TIMEOUT_MS: '5000' });
+        const target = await endpoint(204);
+        const redirecting = await endpoint(302, { location: target.url });
+        servers.push(target.server, redirecting.server);
+        deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(redirecting.url));
+        deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+        await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+        expect(deliveries.recordFailure.mock.calls[0][2].error).toBe('HTTP 302 (redirects are not followed)');
+        expect(redirecting.got).toHaveLength(1);
+        expect(target.connections()).toBe(0);
+      });
+
+      it('refuses a stored URL with credentials, and neither its record nor its log line holds them', async () => {
+        const { sut, deliveries, claimed } = setup();
+        const merchant = await endpoint(204);
+        servers.push(merchant.server);
+        const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+        deliveries.findClaimed = jest.fn().mockResolvedValue(claimed(`http://merchant:hunter2@127.0.0.1:${merchant.port}/hooks`));
+        deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
+
+        await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
+
+        expect(deliveries.recordFailure.mock.calls[0][2].error).toBe('URL carries credentials: refused');
+        expect(warn).toHaveBeenCalledWith(expect.objectContaining({ failure: 'URL carries credentials: refused' }));
+        expect(JSON.stringify([deliveries.recordFailure.mock.calls, warn.mock.calls])).not.toMatch(/hunter2|merchant:/);
+        expect(merchant.connections()).toBe(0);
+      });
     });
 
     it('sends nothing for a claim that was lost, or a delivery already settled', async () => {

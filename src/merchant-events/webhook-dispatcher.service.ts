@@ -3,6 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
+import type { Agent } from 'undici';
 import { CrashPoint } from '../common/crash-point';
 import { errorForLog } from '../common/log-safety';
 import { SecretBox } from '../common/secret-box';
@@ -14,6 +15,7 @@ import { backoffDelayMs } from '../provider/retry-policy';
 import { toEventResource } from './event';
 import { type ClaimedDelivery, type DeliveryClaim, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WEBHOOKS_QUEUE, WebhookJobName } from './webhooks.constants';
+import { type WebhookUrlPolicy, deliveryRefusal, webhookAgent } from './webhook-url-policy';
 
 type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
 
@@ -30,6 +32,9 @@ type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
 @Injectable()
 export class WebhookDispatcher {
   private readonly logger = new Logger(WebhookDispatcher.name);
+  private readonly policy: WebhookUrlPolicy;
+  /** Every send's connections: each checks the addresses it connects to (see webhook-url-policy.ts). */
+  private readonly agent: Agent;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -39,7 +44,10 @@ export class WebhookDispatcher {
     private readonly metrics: Metrics,
     private readonly crashPoint: CrashPoint,
     private readonly box: SecretBox,
-  ) {}
+  ) {
+    this.policy = { allowPrivate: config.webhooks.allowPrivateUrls };
+    this.agent = webhookAgent(this.policy);
+  }
 
   /**
    * Claims what is due, up to the room left in the queue: sends waiting
@@ -110,12 +118,14 @@ export class WebhookDispatcher {
    * One signed POST: undefined when the endpoint took it, or why not. During
    * a rotation it carries a signature per secret, the new one first. A
    * delivery that cannot even be signed (a secret the signer refuses, or one
-   * sealed under a key this process does not hold) is a
-   * failed attempt like any other, recorded and retried to its horizon: were
-   * it thrown, its job would fail and the expired claim be taken again for
-   * ever, without an attempt ever counted.
+   * sealed under a key this process does not hold), or whose URL or address
+   * is refused, is a failed attempt like any other, recorded and retried to
+   * its horizon: were it thrown, its job would fail and the expired claim be
+   * taken again for ever, without an attempt ever counted.
    */
   private async send(delivery: ClaimedDelivery, timeoutMs: number): Promise<string | undefined> {
+    const refusal = deliveryRefusal(delivery.url, this.policy);
+    if (refusal !== undefined) return refusal;
     let request: SignedRequest;
     try {
       request = signedWebhookRequest(
@@ -127,7 +137,7 @@ export class WebhookDispatcher {
     } catch (error) {
       return `not signed: ${errorForLog(error).message ?? 'unknown error'}`;
     }
-    return postSignedWebhook(delivery.url, request, { timeoutMs });
+    return postSignedWebhook(delivery.url, request, { timeoutMs, dispatcher: this.agent });
   }
 }
 

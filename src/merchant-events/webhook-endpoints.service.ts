@@ -23,7 +23,7 @@ import {
 import type { CreateWebhookEndpointDto, UpdateWebhookEndpointDto } from './webhook-endpoints.dto';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
-import { checkedWebhookUrl } from './webhook-url';
+import { type WebhookUrlPolicy, checkedWebhookUrl } from './webhook-url-policy';
 
 /** What a POST brings for its optional Idempotency-Key. */
 export interface EndpointWriteCommand {
@@ -55,6 +55,8 @@ const DEFAULT_PREVIOUS_SECRET_HOURS = 24;
  */
 @Injectable()
 export class WebhookEndpointsService {
+  private readonly policy: WebhookUrlPolicy;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly endpoints: WebhookEndpointsRepository,
@@ -62,19 +64,21 @@ export class WebhookEndpointsService {
     private readonly keys: IdempotencyRepository,
     private readonly box: SecretBox,
     @InjectConfig() private readonly config: AppConfig,
-  ) {}
+  ) {
+    this.policy = { allowPrivate: config.webhooks.allowPrivateUrls };
+  }
 
   create(command: EndpointWriteCommand, body: CreateWebhookEndpointDto): Promise<HttpReply> {
     return this.write(command, async (tx) => ({
       status: 201,
-      resource: await createEndpoint(tx, { endpoints: this.endpoints, box: this.box }, command.clientId, body),
+      resource: await createEndpoint(tx, { endpoints: this.endpoints, box: this.box, policy: this.policy }, command.clientId, body),
     }));
   }
 
   /** Disabling (or deleting) stops the endpoint's pending deliveries in the same commit, and no other endpoint's. */
   update(command: EndpointWriteCommand, id: string, body: UpdateWebhookEndpointDto): Promise<HttpReply> {
     return this.write(command, async (tx) => {
-      const url = body.url === undefined ? undefined : await checkedWebhookUrl(body.url);
+      const url = body.url === undefined ? undefined : await checkedWebhookUrl(body.url, this.policy);
       const status = body.disabled === undefined ? undefined : body.disabled ? 'disabled' : 'enabled';
       const row = await this.endpoints.update(tx, command.clientId, checkedId(id), {
         url,
@@ -185,11 +189,11 @@ export class WebhookEndpointsService {
  */
 export async function createEndpoint(
   tx: EntityManager,
-  { endpoints, box }: { endpoints: WebhookEndpointsRepository; box: SecretBox },
+  { endpoints, box, policy }: { endpoints: WebhookEndpointsRepository; box: SecretBox; policy: WebhookUrlPolicy },
   clientId: string,
   body: CreateWebhookEndpointDto,
 ): Promise<WebhookEndpointWithSecret> {
-  const url = await checkedWebhookUrl(body.url);
+  const url = await checkedWebhookUrl(body.url, policy);
   const secret = generateWebhookSecret();
   const endpoint = {
     id: `we_${newUlid()}`,

@@ -291,6 +291,12 @@ describe('ProviderClient.createCharge', () => {
     expect(received).toHaveLength(2);
   });
 
+  it('follows no redirect: a 302 is an unknown outcome, and nothing goes where it points', async () => {
+    const client = clientFor(config(await startProvider(reply(302, '', { Location: '/elsewhere' }))), fakeTime().deps);
+    await expect(client.createCharge(INPUT, A)).resolves.toMatchObject({ kind: 'unknown', reason: expect.stringContaining('HTTP 302') });
+    expect(received.map((r) => r.url)).not.toContain('/elsewhere');
+  });
+
   it('treats a malformed 2xx body as unknown, not as an answer, and does not retry', async () => {
     const url = await startProvider(reply(201, { ...CHARGE, amount: '500' }));
     const client = clientFor(config(url), fakeTime().deps);

@@ -1,8 +1,6 @@
 import type { DataSource } from 'typeorm';
-import { migrations } from '../../migrations/index';
 import { ShardByClient1796400000000 } from '../../migrations/1796400000000-ShardByClient';
-import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../support/scratch-database';
-import { TEST_DATABASE_URL } from '../support/test-env';
+import { useDatabaseBefore } from '../support/before-migration';
 
 /**
  * ShardByClient on a database that already holds payments: the rows stay, the
@@ -11,8 +9,12 @@ import { TEST_DATABASE_URL } from '../support/test-env';
  * it takes the schema back to before ShardByClient.
  */
 describe('the ShardByClient migration on existing rows', () => {
-  const name = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_shard_migration`;
+  const db = useDatabaseBefore(ShardByClient1796400000000, 'shard_migration');
   let dataSource: DataSource;
+
+  beforeEach(() => {
+    dataSource = db.dataSource;
+  });
 
   const keyOf = async (constraint: string): Promise<string | undefined> => {
     const rows = (await dataSource.query(`SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conname = $1`, [
@@ -28,19 +30,6 @@ describe('the ShardByClient migration on existing rows', () => {
                 (SELECT count(*) FROM processed_messages)::int AS messages`,
       )) as Record<string, number>[]
     )[0];
-
-  /** A client and its webhook endpoint as the schema before ShardByClient holds them. */
-  async function clientBefore(name: string): Promise<{ id: string }> {
-    const [client] = (await dataSource.query(
-      `INSERT INTO api_clients (name, api_key_hash) VALUES ($1, encode(sha256(convert_to($1, 'UTF8')), 'hex')) RETURNING id`,
-      [name],
-    )) as { id: string }[];
-    await dataSource.query(
-      `INSERT INTO webhook_endpoints (client_id, url, secret) VALUES ($1, 'http://127.0.0.1:9/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`,
-      [client.id],
-    );
-    return client;
-  }
 
   /** A succeeded payment as the schema before ShardByClient holds it: key, event, delivery and a processed provider event. */
   async function paymentBefore(clientId: string, id: string, eventClientId = clientId): Promise<void> {
@@ -71,29 +60,17 @@ describe('the ShardByClient migration on existing rows', () => {
     await dataSource.query(`INSERT INTO processed_messages (consumer, message_id) VALUES ('provider-events', $1)`, [`pe_${id}`]);
   }
 
-  /** Takes the schema back to just before ShardByClient: the migrations after it first, then it. */
-  async function undoThroughShardByClient(): Promise<void> {
-    const later = migrations.length - 1 - migrations.indexOf(ShardByClient1796400000000);
-    for (let undone = 0; undone <= later; undone++) await dataSource.undoLastMigration({ transaction: 'all' });
+  /** A client with a webhook endpoint, as the schema before ShardByClient holds it (its key on its row). */
+  async function clientBefore(name: string): Promise<{ id: string }> {
+    const [client] = (await dataSource.query(
+      `INSERT INTO api_clients (name, api_key_hash) VALUES ($1, encode(sha256(convert_to($1, 'UTF8')), 'hex')) RETURNING id`,
+      [name],
+    )) as { id: string }[];
+    await dataSource.query(`INSERT INTO webhook_endpoints (client_id, url, secret) VALUES ($1, 'http://127.0.0.1:9/hooks', 'whsec_x')`, [
+      client.id,
+    ]);
+    return client;
   }
-
-  beforeAll(async () => {
-    dataSource = await openScratchDatabase(databaseUrlNamed(TEST_DATABASE_URL, name));
-  }, 30_000);
-
-  beforeEach(async () => {
-    await emptyTables(dataSource);
-    await undoThroughShardByClient();
-  });
-
-  afterEach(async () => {
-    await dataSource.runMigrations({ transaction: 'all' });
-  });
-
-  afterAll(async () => {
-    await dataSource?.destroy();
-    await dropDatabase(TEST_DATABASE_URL, name);
-  }, 30_000);
 
   it('keeps every payment, key, event and delivery, and puts client_id in every key; down and up again keep them too', async () => {
     const clients = [await clientBefore('a'), await clientBefore('b')];
@@ -112,7 +89,7 @@ describe('the ShardByClient migration on existing rows', () => {
     expect(await keyOf('webhook_deliveries_pkey')).toBe('PRIMARY KEY (client_id, event_id, endpoint_id)');
     expect(await keyOf('processed_messages_pkey')).toBe('PRIMARY KEY (client_id, consumer, message_id)');
 
-    await undoThroughShardByClient();
+    await db.undoThrough();
 
     expect(await counts()).toEqual({ payments: 2, keys: 2, events: 2, deliveries: 2, messages: 0 });
     expect(await keyOf('payments_pkey')).toBe('PRIMARY KEY (id)');

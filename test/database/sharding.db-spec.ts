@@ -81,6 +81,9 @@ interface Recorded {
 function recording(manager: EntityManager, label: Label, into: Map<Label, Recorded>): EntityManager {
   return new Proxy(manager, {
     get(target, property, receiver) {
+      // Without its query runner, a transaction's manager is asked through
+      // `query` (see queryRows), which runs on the same transaction.
+      if (property === 'queryRunner') return undefined;
       if (property !== 'query') return Reflect.get(target, property, receiver) as unknown;
       return (text: string, params: unknown[] = []) => {
         if (into.has(label)) throw new Error(`${label} ran a second statement`);

@@ -1,10 +1,7 @@
-import type { DataSource } from 'typeorm';
-import { migrations } from '../../migrations/index';
 import { WebhookEndpoints1797000000000 } from '../../migrations/1797000000000-WebhookEndpoints';
 import { SecretBox } from '../../src/common/secret-box';
 import { secretsConfig } from '../../src/config/app-config';
-import { databaseUrlNamed, dropDatabase, emptyTables, openScratchDatabase } from '../support/scratch-database';
-import { TEST_DATABASE_URL } from '../support/test-env';
+import { useDatabaseBefore } from '../support/before-migration';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
@@ -12,38 +9,21 @@ const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
  * WebhookEndpoints on a database whose endpoints kept their secrets in clear:
  * each gets a `we_` id (its deliveries follow), slot 1, and its secret sealed
  * under SECRETS_KEY with no clear copy left; down brings the clear secret and
- * the one-endpoint schema back. In a database of its own, since it takes the
- * schema back to before the migration.
+ * the one-endpoint schema back.
  */
 describe('the WebhookEndpoints migration on existing rows', () => {
-  const name = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_endpoints_migration`;
-  let dataSource: DataSource;
-
-  async function undoThroughWebhookEndpoints(): Promise<void> {
-    const later = migrations.length - 1 - migrations.indexOf(WebhookEndpoints1797000000000);
-    for (let undone = 0; undone <= later; undone++) await dataSource.undoLastMigration({ transaction: 'all' });
-  }
-
-  beforeAll(async () => {
-    dataSource = await openScratchDatabase(databaseUrlNamed(TEST_DATABASE_URL, name));
-    await emptyTables(dataSource);
-    await undoThroughWebhookEndpoints();
-  }, 30_000);
-
-  afterAll(async () => {
-    await dataSource?.destroy();
-    await dropDatabase(TEST_DATABASE_URL, name);
-  }, 30_000);
+  const before = useDatabaseBefore(WebhookEndpoints1797000000000, 'endpoints_migration');
+  const dataSource = () => before.dataSource;
 
   it('gives each endpoint a we_ id its deliveries follow and seals its secret; down restores the secret in clear', async () => {
-    const [client] = (await dataSource.query(
-      `INSERT INTO api_clients (name, api_key_hash) VALUES ('m', repeat('a', 64)) RETURNING id`,
+    const [client] = (await dataSource().query(
+      `INSERT INTO api_clients (name) VALUES ('m') RETURNING id`,
     )) as { id: string }[];
-    const [endpoint] = (await dataSource.query(
+    const [endpoint] = (await dataSource().query(
       `INSERT INTO webhook_endpoints (client_id, url, secret) VALUES ($1, 'http://127.0.0.1:9/hooks', $2) RETURNING id`,
       [client.id, SECRET],
     )) as { id: string }[];
-    await dataSource.transaction(async (db) => {
+    await dataSource().transaction(async (db) => {
       await db.query(
         `INSERT INTO payments (id, client_id, amount, currency, payment_method, provider_key, status)
          VALUES ('pay_01JDQ2ZC4R5S8V9W0X1Y2Z3A4A', $1, 500, 'USD', 'pm_card_ok', 'pk_1', 'failed')`,
@@ -55,14 +35,14 @@ describe('the WebhookEndpoints migration on existing rows', () => {
         [client.id],
       );
     });
-    await dataSource.query(`INSERT INTO webhook_deliveries (event_id, endpoint_id, client_id) VALUES ('evt_01JDQ2ZC4R5S8V9W0X1Y2Z3A4A', $1, $2)`, [
+    await dataSource().query(`INSERT INTO webhook_deliveries (event_id, endpoint_id, client_id) VALUES ('evt_01JDQ2ZC4R5S8V9W0X1Y2Z3A4A', $1, $2)`, [
       endpoint.id,
       client.id,
     ]);
 
-    await dataSource.runMigrations({ transaction: 'all' });
+    await dataSource().runMigrations({ transaction: 'all' });
 
-    const [after] = (await dataSource.query(
+    const [after] = (await dataSource().query(
       `SELECT w.id, w.secret_ciphertext, w.slot, w.enabled_events, w.status, d.endpoint_id AS delivery_endpoint, to_jsonb(w)::text AS whole
          FROM webhook_endpoints w JOIN webhook_deliveries d ON d.client_id = w.client_id AND d.endpoint_id = w.id`,
     )) as { id: string; secret_ciphertext: string; slot: number; enabled_events: string[]; status: string; delivery_endpoint: string; whole: string }[];
@@ -71,12 +51,11 @@ describe('the WebhookEndpoints migration on existing rows', () => {
     expect(after.whole).not.toContain(SECRET.slice(6));
     expect(new SecretBox(secretsConfig()).open(after.secret_ciphertext)).toBe(SECRET);
 
-    await undoThroughWebhookEndpoints();
+    await before.undoThrough();
 
-    const [before] = (await dataSource.query(
+    const [restored] = (await dataSource().query(
       `SELECT w.secret, d.endpoint_id = w.id AS followed FROM webhook_endpoints w JOIN webhook_deliveries d ON d.client_id = w.client_id`,
     )) as { secret: string; followed: boolean }[];
-    expect(before).toEqual({ secret: SECRET, followed: true });
-    await dataSource.runMigrations({ transaction: 'all' });
+    expect(restored).toEqual({ secret: SECRET, followed: true });
   });
 });

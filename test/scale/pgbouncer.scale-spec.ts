@@ -39,7 +39,12 @@ describe('every process through PgBouncer in transaction pooling mode', () => {
     await bouncer?.stop();
   });
 
-  const pooledEnv = () => ({ DATABASE_URL: pooledUrl, DATABASE_DIRECT_URL: TEST_DATABASE_URL, QUEUE_PREFIX: queuePrefix });
+  const pooledEnv = () => ({
+    DATABASE_URL: pooledUrl,
+    DATABASE_DIRECT_URL: TEST_DATABASE_URL,
+    DATABASE_PREPARED_STATEMENTS: 'false',
+    QUEUE_PREFIX: queuePrefix,
+  });
 
   it('gives each server connection the session timeouts the pool asks for, and runs migrations on the direct connection', async () => {
     const client = new Client({ connectionString: pooledUrl, statement_timeout: 10_000 });

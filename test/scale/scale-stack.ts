@@ -9,6 +9,7 @@ import {
 } from '../support/processes';
 import { emptyTables } from '../support/scratch-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
+import { loadConfig } from '../../src/config/app-config';
 import { createDataSource } from '../../src/database/data-source';
 import { eventually } from '../support/eventually';
 import { PaymentsClient, type Reply } from '../support/process-stack';
@@ -66,7 +67,7 @@ export class ScaleStack {
   async start(options: ScaleStackOptions): Promise<void> {
     const databaseUrl = options.databaseUrl ?? TEST_DATABASE_URL;
     assertTestDatabase(databaseUrl);
-    this.db = await createDataSource({ databaseUrl }).initialize();
+    this.db = await createDataSource(loadConfig({ ...options.env, DATABASE_URL: databaseUrl })).initialize();
     await emptyTables(this.db);
     this.receiver = await WebhookReceiver.start();
     const merchant = await createClient(this.db, 'scale shop', { webhookUrl: this.receiver.url('shop') });

@@ -1,9 +1,10 @@
 import type { DataSource } from 'typeorm';
+import { apiKeysTable } from '../../src/clients/api-keys.table';
 import { apiClientsTable } from '../../src/clients/clients.table';
 import { TABLES } from './tables';
 
-/** Every table but the directory of clients, which is read by API key before any client is known. */
-export const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable).map((table) => table.name);
+/** Every table but the directory of clients and their keys, read by API key before any client is known. */
+export const CLIENT_TABLES = TABLES.filter((table) => table !== apiClientsTable && table !== apiKeysTable).map((table) => table.name);
 
 /**
  * Rebuilds every client-keyed table of the migrated (and empty) schema as a

@@ -115,6 +115,8 @@ export interface ProcessStackOptions {
   providerEnv?: Env;
   /** How many API processes the tests of the file share. */
   apis?: number;
+  /** The shared API processes' env on top of the stack's. */
+  apiEnv?: Env;
   /** The name of the API client made for each test. */
   client: string;
 }
@@ -130,6 +132,8 @@ export class ProcessStack {
   provider!: ProviderProcess;
   apis: ApiProcess[] = [];
   apiKey!: string;
+  /** The client made for this test. */
+  clientId!: string;
   /** One per API in `apis`, with this test's key. */
   clients: PaymentsClient[] = [];
 
@@ -148,12 +152,12 @@ export class ProcessStack {
     assertTestDatabase(TEST_DATABASE_URL);
     this.db = await createDataSource({ databaseUrl: TEST_DATABASE_URL }).initialize();
     this.provider = await startProvider({ LOG_LEVEL: 'info', ...this.options.providerEnv });
-    this.apis = await Promise.all(Array.from({ length: this.options.apis ?? 1 }, () => this.startApi()));
+    this.apis = await Promise.all(Array.from({ length: this.options.apis ?? 1 }, () => this.startApi(this.options.apiEnv)));
   }
 
   async reset(): Promise<void> {
     await emptyTables(this.db);
-    this.apiKey = (await createClient(this.db, this.options.client)).apiKey;
+    ({ apiKey: this.apiKey, id: this.clientId } = await createClient(this.db, this.options.client));
     this.clients = this.apis.map((api) => this.clientOf(api));
   }
 

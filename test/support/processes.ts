@@ -161,9 +161,9 @@ export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
 }
 
 /**
- * Another HTTP server of dist/ (a script's, such as the bench's floor), started
- * like the API: it writes `{"msg":"listening","port":…}`, then `healthPath`
- * answers 200.
+ * Another HTTP server of dist/ (a script's, such as the bench's stub
+ * provider), started like the API: it writes `{"msg":"listening","port":…}`,
+ * then `healthPath` answers 200.
  */
 export function startHttpProcess(name: string, distEntry: string, healthPath: string, env: Env = {}): Promise<HttpProcess> {
   return listening(launch(name, join(DIST, distEntry), env), healthPath);

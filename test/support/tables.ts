@@ -1,3 +1,4 @@
+import { apiKeysTable } from '../../src/clients/api-keys.table';
 import { apiClientsTable } from '../../src/clients/clients.table';
 import { idempotencyKeysTable } from '../../src/ledger/idempotency-keys.table';
 import { eventsTable } from '../../src/ledger/events.table';
@@ -11,6 +12,7 @@ import type { Column, Table } from '../../src/database/table';
 /** Every table the migrations create, each declared once beside its feature. */
 export const TABLES: readonly Table<Record<string, Column<unknown>>>[] = [
   apiClientsTable,
+  apiKeysTable,
   paymentsTable,
   refundsTable,
   idempotencyKeysTable,

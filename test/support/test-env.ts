@@ -18,10 +18,12 @@ import { dropWorkerQueues } from './worker-queues';
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
 // What the specs spawn inherits the suite's database, whatever the shell exported.
 process.env.DATABASE_URL = TEST_DATABASE_URL;
-// A secrets key of the suite's own (not the development default), which every process it spawns shares;
-// merchant endpoints in the specs listen on loopback.
+// A secrets key of the suite's own (not the development default), which every process it spawns shares.
 process.env.SECRETS_KEY ??= 'dGhlIHRlc3Qgc3VpdGUncyBvd24gc2VjcmV0cyBrZXk=';
-process.env.WEBHOOK_ALLOW_PRIVATE_URLS ??= 'true';
+// Every merchant endpoint a spec serves is on loopback, which the worker
+// refuses by default: the specs' workers and client creations allow it, and
+// the specs of the refusal itself say false.
+process.env.WEBHOOK_ALLOW_PRIVATE_URLS = 'true';
 
 /** The suite truncates tables: it refuses any database whose name does not say "test". */
 export function assertTestDatabase(url: string): void {
@@ -61,6 +63,6 @@ export async function createClient(
   name = 'test client',
   options: { webhookUrl?: string } = {},
 ): Promise<{ id: string; apiKey: string; webhookSecret?: string }> {
-  const client = await onboardClient(dataSource, new SecretBox(secretsConfig()), name, options);
+  const client = await onboardClient(dataSource, { box: new SecretBox(secretsConfig()), policy: { allowPrivate: true } }, name, options);
   return { id: client.id, apiKey: client.api_key, webhookSecret: client.webhook_secret };
 }

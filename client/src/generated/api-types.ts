@@ -608,7 +608,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -694,7 +694,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -796,7 +796,7 @@ export interface operations {
                     "application/json": components["schemas"]["PaymentResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -872,7 +872,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -958,7 +958,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1069,7 +1069,7 @@ export interface operations {
                     "application/json": components["schemas"]["RefundResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1131,7 +1131,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1207,7 +1207,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1272,7 +1272,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1347,7 +1347,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1418,7 +1418,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpointResource"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1498,7 +1498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1578,7 +1578,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedWebhookEndpoint"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1658,7 +1658,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, unknown or repeated API key (`unauthenticated`). */
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
                 headers: {
                     [name: string]: unknown;
