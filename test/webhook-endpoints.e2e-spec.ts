@@ -297,6 +297,35 @@ describe('webhook endpoints', () => {
     expect(count.n).toBe(16);
   });
 
+  it('refuses, with the production default, URLs that name or resolve to internal addresses, on creation and on update', async () => {
+    const shop = await merchant();
+    const hooks = await endpoint(shop);
+    const strict = await stack.startApi({ WEBHOOK_ALLOW_PRIVATE_URLS: 'false' });
+    try {
+      const send = async (method: string, path: string, body: object) => {
+        const response = await fetch(`${strict.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${shop.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        return { status: response.status, body: (await response.json()) as { error: { code: string; param?: string } } };
+      };
+      for (const url of ['http://127.0.0.1:9/hooks', 'http://169.254.169.254/latest', 'http://[::ffff:10.0.0.1]/hooks', 'http://localhost/hooks']) {
+        for (const [method, path] of [
+          ['POST', '/v1/webhook_endpoints'],
+          ['POST', `/v1/webhook_endpoints/${hooks.id}`],
+        ]) {
+          const refused = await send(method, path, { url });
+          expect([url, path, refused.status, refused.body.error.code, refused.body.error.param]).toEqual([url, path, 400, 'parameter_invalid', 'url']);
+        }
+      }
+      expect((await call(shop, 'GET', `/v1/webhook_endpoints/${hooks.id}`)).body.url).toBe(receiver.url(hooks.name));
+      expect(((await call(shop, 'GET', '/v1/webhook_endpoints')).body.data as unknown[]).length).toBe(1);
+    } finally {
+      await strict.stop();
+    }
+  });
+
   it('webhook:redeliver sends a failed delivery again under the same webhook-id', async () => {
     worker = await stack.startWorker({ ...WEBHOOK_KNOBS, WEBHOOK_RETRY_HORIZON_HOURS: '0.0003' });
     const shop = await merchant();
@@ -335,12 +364,12 @@ describe('webhook endpoints', () => {
 
   it('client:create --webhook-url makes the first endpoint; secrets:reencrypt seals every secret again under a new key', async () => {
     const tool = (script: string, args: string[], env: Record<string, string> = {}) =>
-      spawnSync(process.execPath, [join(__dirname, '..', 'dist', 'src', 'operator', script), ...args], {
+      spawnSync(process.execPath, [join(__dirname, '..', 'dist', 'src', script), ...args], {
         env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, LOG_LEVEL: 'silent', ...env },
         encoding: 'utf8',
         timeout: 20_000,
       });
-    const created = tool('client-create.js', ['--name', 'cli shop', '--webhook-url', receiver.url('cli')]);
+    const created = tool('clients/client-create.js', ['--name', 'cli shop', '--webhook-url', receiver.url('cli')]);
     expect(created.status).toBe(0);
     const client = JSON.parse(created.stdout) as { api_key: string; webhook_endpoint: string; webhook_secret: string };
     const listed = await fetch(`${stack.api.url}/v1/webhook_endpoints`, { headers: { authorization: `Bearer ${client.api_key}` } });
@@ -350,16 +379,16 @@ describe('webhook endpoints', () => {
 
     const newKey = randomBytes(32).toString('base64');
     const rotation = { SECRETS_KEY: newKey, SECRETS_KEY_PREVIOUS: process.env.SECRETS_KEY! };
-    const first = tool('secrets-reencrypt.js', [], rotation);
+    const first = tool('operator/secrets-reencrypt.js', [], rotation);
     expect(first.status).toBe(0);
     expect(JSON.parse(first.stdout)).toMatchObject({ msg: 'secrets re-encrypted', raced: 0 });
     expect(JSON.parse(first.stdout).resealed).toBeGreaterThanOrEqual(1);
-    expect(JSON.parse(tool('secrets-reencrypt.js', [], rotation).stdout)).toMatchObject({ resealed: 0 });
+    expect(JSON.parse(tool('operator/secrets-reencrypt.js', [], rotation).stdout)).toMatchObject({ resealed: 0 });
     const [row] = (await stack.db.query(`SELECT secret_ciphertext FROM webhook_endpoints WHERE id = $1`, [client.webhook_endpoint])) as {
       secret_ciphertext: string;
     }[];
     expect(new SecretBox({ key: newKey }).open(row.secret_ciphertext)).toBe(client.webhook_secret);
     // Put back under the suite's key, for the processes of the tests that follow.
-    expect(tool('secrets-reencrypt.js', [], { SECRETS_KEY: process.env.SECRETS_KEY!, SECRETS_KEY_PREVIOUS: newKey }).status).toBe(0);
+    expect(tool('operator/secrets-reencrypt.js', [], { SECRETS_KEY: process.env.SECRETS_KEY!, SECRETS_KEY_PREVIOUS: newKey }).status).toBe(0);
   });
 });
