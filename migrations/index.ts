@@ -9,6 +9,7 @@ import { EventsInCommitOrder1796600000000 } from './1796600000000-EventsInCommit
 import { Refunds1796700000000 } from './1796700000000-Refunds';
 import { TraceParent1796800000000 } from './1796800000000-TraceParent';
 import { ApiKeys1796900000000 } from './1796900000000-ApiKeys';
+import { WebhookEndpoints1797000000000 } from './1797000000000-WebhookEndpoints';
 import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnce';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
@@ -24,5 +25,6 @@ export const migrations = [
   Refunds1796700000000,
   TraceParent1796800000000,
   ApiKeys1796900000000,
+  WebhookEndpoints1797000000000,
   ChecksPlannedOnce1797200000000,
 ];

@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import type { DataSource } from 'typeorm';
-import { ClientsRepository } from '../src/clients/clients.repository';
-import { ClientsService } from '../src/clients/clients.service';
-import { loadConfig, loadConfigOrExit } from '../src/config/app-config';
+import { SecretBox } from '../src/common/secret-box';
+import { onboardClient } from '../src/merchant-events/client-onboarding';
+import { loadConfig, loadConfigOrExit, secretsConfig } from '../src/config/app-config';
 import type { OperationStatus } from '../src/ledger/operation';
 import type { PaymentStatus } from '../src/ledger/payments.table';
 import { runAudit } from './audit';
@@ -239,11 +239,12 @@ async function prepareDatabase(
   random: Random,
 ): Promise<{ dataSource: DataSource; clients: Merchant[] }> {
   const dataSource = await openScratchDatabase(databaseUrl);
-  const service = new ClientsService(new ClientsRepository(dataSource));
+  // The receivers listen on loopback.
+  const sealing = { box: new SecretBox(secretsConfig()), policy: { allowPrivate: true } };
   const clients: Merchant[] = [];
   for (let i = 0; i < merchants; i++) {
     const endpoint = `merchant-${i}`;
-    const created = await service.create(`chaos merchant ${i}`, { webhookUrl: receiver.url(endpoint) });
+    const created = await onboardClient(dataSource, sealing, `chaos merchant ${i}`, { webhookUrl: receiver.url(endpoint) });
     receiver.trust(endpoint, created.webhook_secret!);
     receiver.behave(endpoint, flakyEndpoint(random));
     clients.push({ id: created.id, apiKey: created.api_key, endpoint });

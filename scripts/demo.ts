@@ -2,8 +2,8 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { ClientsRepository } from '../src/clients/clients.repository';
-import { ClientsService } from '../src/clients/clients.service';
+import { SecretBox } from '../src/common/secret-box';
+import { onboardClient } from '../src/merchant-events/client-onboarding';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
@@ -699,7 +699,7 @@ async function reachable(url: string, waitMs: number): Promise<boolean> {
 async function createDemoClient(config: AppConfig, webhookUrl: string | undefined) {
   const dataSource = await createDataSource(config).initialize();
   try {
-    return await new ClientsService(new ClientsRepository(dataSource)).create(`demo ${new Date().toISOString()}`, { webhookUrl });
+    return await onboardClient(dataSource, { box: new SecretBox(config.secrets), policy: { allowPrivate: config.webhooks.allowPrivateUrls } }, `demo ${new Date().toISOString()}`, { webhookUrl });
   } finally {
     await dataSource.destroy();
   }

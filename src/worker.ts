@@ -3,12 +3,13 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import pino from 'pino';
-import { loadConfigOrExit } from './config/app-config';
+import { loadConfigOrExit, requireSecretsKey } from './config/app-config';
 import { WorkerModule } from './worker.module';
 
 /** SIGTERM closes the BullMQ worker: it takes no new job and waits for the running ones. */
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
+  requireSecretsKey(config);
   // Spawned with an IPC channel (the process harness does), leave with the
   // parent however it died, so a killed test run leaves no worker behind.
   process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));

@@ -16,6 +16,8 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['payment:resolve', 'src/operator/payment-resolve.js'],
   ['refund:resolve', 'src/operator/refund-resolve.js'],
   ['webhook:deliveries', 'src/operator/webhook-deliveries.js'],
+  ['webhook:redeliver', 'src/operator/webhook-redeliver.js'],
+  ['secrets:reencrypt', 'src/operator/secrets-reencrypt.js'],
   ['payments:review', 'src/operator/payments-review.js'],
   ['audit', 'scripts/audit.js'],
   ['demo', 'scripts/demo.js'],

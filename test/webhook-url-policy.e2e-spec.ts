@@ -92,7 +92,12 @@ describe('webhook URLs: no request forgery', () => {
     });
     // Stored as if each had passed registration: a name that resolved elsewhere then, a URL from before these rules.
     const named = await createClient(stack.db, 'named', { webhookUrl: `http://localhost:${port}/hooks` });
-    const withCredentials = await createClient(stack.db, 'credentials', { webhookUrl: `http://merchant:${PASSWORD}@127.0.0.1:${port}/hooks` });
+    const withCredentials = await createClient(stack.db, 'credentials', { webhookUrl: `http://127.0.0.1:${port}/hooks` });
+    // A URL stored before the rules: registration now refuses credentials, the worker must too.
+    await stack.db.query(`UPDATE webhook_endpoints SET url = $2 WHERE client_id = $1`, [
+      withCredentials.id,
+      `http://merchant:${PASSWORD}@127.0.0.1:${port}/hooks`,
+    ]);
     for (const { apiKey } of [named, withCredentials]) {
       const reply = await new PaymentsClient(stack.api.url, apiKey).post(randomUUID(), { amount: 500, currency: 'EUR', payment_method: 'pm_card_ok' });
       expect(reply.status).toBe(201);

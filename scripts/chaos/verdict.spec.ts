@@ -351,7 +351,7 @@ describe('judge', () => {
       answer: Receipt['answer'],
       at: number,
       verified = true,
-    ): Receipt => ({ webhookId, body: body(webhookId, paymentId, type), verified, answer, at });
+    ): Receipt => ({ webhookId, body: body(webhookId, paymentId, type), headers: {}, verified, answer, at });
     const judgeEvents = (merchantEvents: EventsInput) =>
       judge({
         exchanges: [],
@@ -519,7 +519,7 @@ describe('judge', () => {
               receipt('evt_b', 'pay_2', 'payment.succeeded', 204, 1_100),
               receipt('evt_a', 'pay_1', 'payment.succeeded', 204, 1_200),
               receipt('evt_x', 'pay_404', 'payment.succeeded', 204, 1_300),
-              { webhookId: 'evt_y', body: 'not json', verified: true, answer: 204, at: 1_400 },
+              { webhookId: 'evt_y', body: 'not json', headers: {}, verified: true, answer: 204, at: 1_400 },
             ],
           },
         ],
@@ -719,6 +719,7 @@ describe('judge', () => {
       const receipt = (webhookId: string, refundId: string, type: EventType): Receipt => ({
         webhookId,
         body: JSON.stringify({ id: webhookId, object: 'event', type, data: { object: { id: refundId } } }),
+        headers: {},
         verified: true,
         answer: 204,
         at: 1_100,

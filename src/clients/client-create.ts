@@ -1,19 +1,21 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
+import { SecretBox } from '../common/secret-box';
 import { loadConfigOrExit } from '../config/app-config';
 import { createDataSource } from '../database/data-source';
+import { onboardClient } from '../merchant-events/client-onboarding';
 import { webhookUrlRefusal } from '../merchant-events/webhook-url-policy';
-import { ClientsRepository } from './clients.repository';
-import { ClientsService } from './clients.service';
 
 const USAGE = 'usage: npm run client:create -- --name NAME [--webhook-url URL]\n';
 
 /**
  * `npm run client:create -- --name NAME [--webhook-url URL]`: prints
- * {"id","name","api_key"} on one line, with "webhook_url" and "webhook_secret"
- * when the client gets a webhook endpoint. A URL the worker must not send to
- * (credentials in it, a loopback or private address: webhook-url-policy.ts)
- * is refused with one line and exit 2, before anything is written.
+ * {"id","name","api_key"} on one line, with "webhook_endpoint", "webhook_url"
+ * and "webhook_secret" when the client gets its first webhook endpoint (every
+ * event type; more through POST /v1/webhook_endpoints). A URL the worker must
+ * not send to (credentials in it, a loopback or private address:
+ * webhook-url-policy.ts) is refused with one line and exit 2, before anything
+ * is written.
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -29,16 +31,15 @@ async function main(): Promise<void> {
   }
   const config = loadConfigOrExit();
   const webhookUrl = values['webhook-url'];
-  const refusal =
-    webhookUrl === undefined ? undefined : await webhookUrlRefusal(webhookUrl, { allowPrivate: config.webhooks.allowPrivateUrls });
+  const policy = { allowPrivate: config.webhooks.allowPrivateUrls };
+  const refusal = webhookUrl === undefined ? undefined : await webhookUrlRefusal(webhookUrl, policy);
   if (refusal !== undefined) {
     process.stderr.write(`client:create: --webhook-url refused: ${refusal}\n`);
     process.exit(2);
   }
   const dataSource = await createDataSource(config).initialize();
   try {
-    const clients = new ClientsService(new ClientsRepository(dataSource));
-    const client = await clients.create(values.name, { webhookUrl });
+    const client = await onboardClient(dataSource, { box: new SecretBox(config.secrets), policy }, values.name, { webhookUrl });
     process.stdout.write(`${JSON.stringify(client)}\n`);
   } finally {
     await dataSource.destroy();

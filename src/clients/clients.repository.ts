@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
 import { type ApiKeyRecord, apiKeysTable } from './api-keys.table';
 import { defineTable } from '../database/table';
@@ -48,20 +48,17 @@ const KEY_COLUMNS_AS_KEY = Object.entries(SHOWN_COLUMNS)
 export class ClientsRepository {
   constructor(private readonly dataSource: DataSource) {}
 
-  /** The client, its first key and, when given one, its webhook endpoint: one statement, so one commit. */
-  async create(name: string, key: NewApiKey, webhook?: { url: string; secret: string }): Promise<ApiClient> {
+  /** The client and its first key, in `db` when given one (client:create's transaction, which adds its first webhook endpoint). */
+  async create(name: string, key: NewApiKey, db: EntityManager = this.dataSource.manager): Promise<ApiClient> {
     const row = await queryRow<ApiClient>(
-      this.dataSource.manager,
+      db,
       `WITH client AS (
          INSERT INTO api_clients (name) VALUES ($1) RETURNING id, name
        ), key AS (
          INSERT INTO api_keys (id, client_id, key_hash, prefix) SELECT $2, id, $3, $4 FROM client
-       ), endpoint AS (
-         INSERT INTO webhook_endpoints (client_id, url, secret)
-         SELECT id, $5, $6 FROM client WHERE $5::text IS NOT NULL
        )
        SELECT id, name FROM client`,
-      [name, key.id, key.hash, key.prefix, webhook?.url ?? null, webhook?.secret ?? null],
+      [name, key.id, key.hash, key.prefix],
     );
     return row!;
   }

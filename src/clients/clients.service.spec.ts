@@ -1,3 +1,4 @@
+import type { EntityManager } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { strictMock } from '../common/strict-mock.fixture';
 import { API_KEY_ID_PATTERN, generateApiKey, hashApiKey } from './api-key';
@@ -57,7 +58,7 @@ describe('ClientsService.authenticate', () => {
 describe('ClientsService.create', () => {
   function sut() {
     const clients = strictMock<ClientsRepository>('ClientsRepository');
-    clients.create = jest.fn(async (name: string, _key: NewApiKey, _webhook?: { url: string; secret: string }) => ({ id: 'c1', name }));
+    clients.create = jest.fn(async (name: string, _key: NewApiKey, _db?: EntityManager) => ({ id: 'c1', name }));
     return { service: new ClientsService(clients), clients };
   }
 
@@ -71,32 +72,6 @@ describe('ClientsService.create', () => {
     expect(stored).toEqual({ id: expect.stringMatching(API_KEY_ID_PATTERN), hash: hashApiKey(created.api_key), prefix: created.api_key.slice(0, 9) });
     expect(clients.create).toHaveBeenCalledWith('shop', stored, undefined);
   });
-
-  it('gives a client with a webhook URL an endpoint and a whsec_ secret of 24 random bytes, in the same call', async () => {
-    const { service, clients } = sut();
-
-    const created = await service.create('shop', { webhookUrl: 'https://shop.example/hooks' });
-
-    expect(created.webhook_url).toBe('https://shop.example/hooks');
-    expect(Buffer.from(created.webhook_secret!.replace(/^whsec_/, ''), 'base64')).toHaveLength(24);
-    expect(clients.create).toHaveBeenCalledWith('shop', expect.objectContaining({ hash: hashApiKey(created.api_key) }), {
-      url: 'https://shop.example/hooks',
-      secret: created.webhook_secret,
-    });
-  });
-
-  it.each(['shop.example/hooks', 'ftp://shop.example/hooks', 'javascript:alert(1)', `https://shop.example/${'a'.repeat(2048)}`])(
-    'refuses %s as a webhook URL and creates nothing',
-    async (webhookUrl) => {
-      const { service, clients } = sut();
-
-      await expect(service.create('shop', { webhookUrl })).rejects.toMatchObject({
-        code: ErrorCode.ParameterInvalid,
-        details: { param: 'webhook_url' },
-      });
-      expect(clients.create).not.toHaveBeenCalled();
-    },
-  );
 });
 
 describe('ClientsService.authenticate with a cache', () => {

@@ -1,7 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import { DomainError, ErrorCode } from '../common/domain-error';
+import type { EntityManager } from 'typeorm';
 import type { ApiKeyUsage } from './api-key-usage';
-import { apiKeyPrefix, generateApiKey, generateWebhookSecret, hashApiKey, isApiKeyShaped, newApiKeyId } from './api-key';
+import { apiKeyPrefix, generateApiKey, hashApiKey, isApiKeyShaped, newApiKeyId } from './api-key';
 import { unauthenticated } from './clients.errors';
 import type { ClientsRepository, NewApiKey } from './clients.repository';
 import type { ApiClient } from './clients.table';
@@ -52,25 +53,14 @@ export class ClientsService {
     if (cache.ttlMs > 0) this.known = new LRUCache({ max: cache.maxKeys, ttl: cache.ttlMs, perf: performance });
   }
 
-  /**
-   * Creates a client, and its webhook endpoint when given a URL, in one
-   * commit. The key and the webhook secret returned are the only copies the
-   * client will ever be shown.
-   */
-  async create(
-    name: string,
-    options: { webhookUrl?: string } = {},
-  ): Promise<ApiClient & { api_key: string; webhook_url?: string; webhook_secret?: string }> {
+  /** Creates a client, in `db` when given one. The key returned is the only copy the client will ever be shown. */
+  async create(name: string, db?: EntityManager): Promise<ApiClient & { api_key: string }> {
     if (name.length < 1 || name.length > 100) {
       throw new DomainError(ErrorCode.ParameterInvalid, 'name must be 1 to 100 characters', { param: 'name' });
     }
-    const webhook =
-      options.webhookUrl === undefined
-        ? undefined
-        : { url: checkedWebhookUrl(options.webhookUrl), secret: generateWebhookSecret() };
     const { apiKey, stored } = newApiKey();
-    const client = await this.clients.create(name, stored, webhook);
-    return { ...client, api_key: apiKey, ...(webhook && { webhook_url: webhook.url, webhook_secret: webhook.secret }) };
+    const client = await this.clients.create(name, stored, db);
+    return { ...client, api_key: apiKey };
   }
 
   /**
@@ -124,21 +114,6 @@ export class ClientsService {
     if (this.known && ttl > 0) this.known.set(keyHash, known, { ttl });
     return known;
   }
-}
-
-/** An absolute http(s) URL the worker can POST to; the operator's typo is refused here, not at the first event. */
-function checkedWebhookUrl(candidate: string): string {
-  let url: URL | undefined;
-  try {
-    url = new URL(candidate);
-  } catch {
-    url = undefined;
-  }
-  if (!url || !['http:', 'https:'].includes(url.protocol) || candidate.length > 2048) {
-    const message = 'webhook URL must be an absolute http or https URL of at most 2048 characters';
-    throw new DomainError(ErrorCode.ParameterInvalid, message, { param: 'webhook_url' });
-  }
-  return url.href;
 }
 
 /** The hash of the one bearer key in `authorization`; unauthenticated when there is not exactly one of our shape. */

@@ -21,6 +21,7 @@ export enum ErrorCode {
   ProviderUnavailable = 'provider_unavailable',
   WebhookSignatureInvalid = 'webhook_signature_invalid',
   PaymentBusy = 'payment_busy',
+  WebhookEndpointLimitReached = 'webhook_endpoint_limit_reached',
 }
 
 export class DomainError extends CodedError<ErrorCode> {}

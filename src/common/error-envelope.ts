@@ -25,6 +25,7 @@ function statusAndType(code: ErrorCode | TransportErrorCode): [number, ErrorType
     case ErrorCode.IdempotencyKeyInvalid:
     case ErrorCode.AmountTooLarge:
     case ErrorCode.WebhookSignatureInvalid:
+    case ErrorCode.WebhookEndpointLimitReached:
       return [400, 'invalid_request_error'];
     case TransportErrorCode.RequestTimeout:
       return [408, 'invalid_request_error'];

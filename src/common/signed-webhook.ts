@@ -11,15 +11,18 @@ export interface SignedRequest {
 /**
  * Signs one attempt per Standard Webhooks. The id is the event's on every
  * attempt, so a receiver drops a redelivery; the timestamp is the attempt's,
- * so the receiver's replay window counts from this attempt.
+ * so the receiver's replay window counts from this attempt. Several signers
+ * (a secret being rotated out, and its successor) give one signature each,
+ * space-separated, and a receiver holding either secret verifies.
  */
-export function signedWebhookRequest(webhook: Webhook, id: string, body: string, at: Date): SignedRequest {
+export function signedWebhookRequest(signers: Webhook | readonly Webhook[], id: string, body: string, at: Date): SignedRequest {
+  const all = Array.isArray(signers) ? signers : [signers as Webhook];
   return {
     headers: {
       'content-type': 'application/json',
       'webhook-id': id,
       'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
-      'webhook-signature': webhook.sign(id, at, body),
+      'webhook-signature': all.map((webhook) => webhook.sign(id, at, body)).join(' '),
     },
     body,
   };

@@ -1,4 +1,6 @@
-import { ConfigError, loadConfig } from './app-config';
+import { ConfigError, loadConfig, requireSecretsKey } from './app-config';
+
+const A_KEY = Buffer.alloc(32, 7).toString('base64');
 
 describe('loadConfig', () => {
   it('gives every knob its documented default', () => {
@@ -144,7 +146,7 @@ describe('loadConfig', () => {
       signal: 'SIGSTOP',
     });
     expect(() => loadConfig({ CRASH_POINT: 'whenever' })).toThrow(/^Invalid configuration: CRASH_POINT must be one of /);
-    expect(() => loadConfig({ NODE_ENV: 'production', CRASH_POINT: 'after_claim' })).toThrow(
+    expect(() => loadConfig({ NODE_ENV: 'production', SECRETS_KEY: A_KEY, CRASH_POINT: 'after_claim' })).toThrow(
       'Invalid configuration: CRASH_POINT must not be set when NODE_ENV is production (got "after_claim")',
     );
   });
@@ -168,9 +170,35 @@ describe('loadConfig', () => {
     });
 
     it('refuses the development secret in production', () => {
-      expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(
+      expect(() => loadConfig({ NODE_ENV: 'production', SECRETS_KEY: A_KEY })).toThrow(
         'Invalid configuration: PROVIDER_WEBHOOK_SECRET must be set to a secret of its own in production',
       );
+    });
+  });
+
+  describe('the secrets key', () => {
+    it('takes 32 bytes in base64, and a previous key that only opens', () => {
+      const other = Buffer.alloc(32, 9).toString('base64');
+      expect(loadConfig({ SECRETS_KEY: A_KEY, SECRETS_KEY_PREVIOUS: other }).secrets).toEqual({ key: A_KEY, previousKey: other });
+      expect(loadConfig({}).secrets.previousKey).toBeUndefined();
+    });
+
+    it.each([Buffer.alloc(16, 1).toString('base64'), 'not base64 at all!', `${A_KEY}x`])(
+      'refuses %s in one line that does not print the key',
+      (key) => {
+        expect(() => loadConfig({ SECRETS_KEY: key })).toThrow(/^Invalid configuration: SECRETS_KEY must be the base64 of 32 bytes/);
+        expect(() => loadConfig({ SECRETS_KEY_PREVIOUS: key })).toThrow(/^Invalid configuration: SECRETS_KEY_PREVIOUS must be the base64 of 32 bytes/);
+      },
+    );
+
+    it('never uses the development key in production: no key, and the worker refuses to start', () => {
+      const production = loadConfig({ NODE_ENV: 'production', PROVIDER_WEBHOOK_SECRET: `whsec_${A_KEY}` });
+      expect(production.secrets.key).toBeUndefined();
+      expect(() => requireSecretsKey(production)).toThrow(
+        'Invalid configuration: SECRETS_KEY must be set to a key of its own in production',
+      );
+      expect(() => requireSecretsKey(loadConfig({ NODE_ENV: 'production', SECRETS_KEY: A_KEY, PROVIDER_WEBHOOK_SECRET: `whsec_${A_KEY}` }))).not.toThrow();
+      expect(loadConfig({}).secrets.key).toBeDefined();
     });
   });
 });

@@ -93,6 +93,15 @@ class Reader {
     return value;
   }
 
+  /** 32 bytes in base64: an AES-256 key. */
+  aesKey(name: string, fallback: string): string {
+    const value = this.raw(name, fallback);
+    if (Buffer.from(value, 'base64').length !== 32 || !/^[A-Za-z0-9+/]+={0,2}$/.test(value)) {
+      throw new ConfigError(name, 'must be the base64 of 32 bytes (openssl rand -base64 32)', '…');
+    }
+    return value;
+  }
+
   optionalString(name: string): string | undefined {
     const value = this.raw(name, '');
     return value === '' ? undefined : value;
@@ -138,6 +147,9 @@ const CRASH_SIGNALS = ['SIGKILL', 'SIGSTOP'] as const;
 /** For development and tests only: refused when NODE_ENV is production. */
 const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 
+/** For development and tests only: refused when NODE_ENV is production. */
+const DEVELOPMENT_SECRETS_KEY = 'ZGV2ZWxvcG1lbnQgb25seTogbmV2ZXIgaW4gcHJvZCE=';
+
 /** Also the pool of the tools and tests that open a DataSource from a URL alone. */
 export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000, preparedStatements: true };
 
@@ -157,6 +169,32 @@ export function tracingConfig(env: Env = process.env) {
     /** How often the buffered spans are exported. */
     scheduleDelayMs: r.int('OTEL_BSP_SCHEDULE_DELAY', 5_000, 1, 3_600_000),
   };
+}
+
+/**
+ * The key that seals the secrets kept in the database (common/secret-box.ts),
+ * and while it is being changed the previous one, which only opens. Read on
+ * its own too, by the migration that sealed the secrets kept in clear before.
+ *
+ * In production the development key is never used: without a key of its
+ * own, `key` is undefined and whatever would seal or open a secret refuses
+ * (the worker refuses to start, see requireSecretsKey). The API still
+ * starts, since taking payments needs no secret; creating or rotating a
+ * webhook endpoint then fails, naming SECRETS_KEY.
+ */
+export function secretsConfig(env: Env = process.env) {
+  const r = new Reader(env);
+  const key = r.aesKey('SECRETS_KEY', DEVELOPMENT_SECRETS_KEY);
+  const production = r.oneOf('NODE_ENV', 'development', NODE_ENVS) === 'production';
+  return {
+    key: production && key === DEVELOPMENT_SECRETS_KEY ? undefined : key,
+    previousKey: r.optionalString('SECRETS_KEY_PREVIOUS') === undefined ? undefined : r.aesKey('SECRETS_KEY_PREVIOUS', ''),
+  };
+}
+
+/** For a process that cannot work without sealing or opening secrets (the worker signs every delivery). */
+export function requireSecretsKey(config: Pick<AppConfig, 'secrets'>): void {
+  if (config.secrets.key === undefined) throw new ConfigError('SECRETS_KEY', 'must be set to a key of its own in production', '…');
 }
 
 export function loadConfig(env: Env = process.env) {
@@ -357,6 +395,7 @@ export function loadConfig(env: Env = process.env) {
     providerEvents: {
       secret: r.webhookSecret('PROVIDER_WEBHOOK_SECRET', DEVELOPMENT_WEBHOOK_SECRET),
     },
+    secrets: secretsConfig(env),
     /** Fault injection for the crash tests; refused in production. */
     crashPoint: {
       point: r.optionalOneOf('CRASH_POINT', CRASH_POINTS),

@@ -12,7 +12,7 @@
  */
 
 /** The Postgres types the schema uses, by their `udt_name` in information_schema. */
-type PgType = 'text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'json' | 'jsonb' | 'timestamptz' | 'xid8';
+type PgType = 'text' | '_text' | 'uuid' | 'bpchar' | 'varchar' | 'int2' | 'int4' | 'json' | 'jsonb' | 'timestamptz' | 'xid8';
 
 /** A column and the TypeScript type node-postgres reads it as. */
 export interface Column<T> {
@@ -40,6 +40,7 @@ function column<T>(type: PgType) {
 /** Column constructors, named for what node-postgres returns. */
 export const col = {
   text: <T extends string = string>(name: string) => column<T>('text')(name),
+  textArray: <T extends string = string>(name: string) => column<T[]>('_text')(name),
   uuid: (name: string) => column<string>('uuid')(name),
   char: (name: string) => column<string>('bpchar')(name),
   varchar: (name: string) => column<string>('varchar')(name),

@@ -52,9 +52,12 @@ function invalid(message: string): DomainError {
 /**
  * SHA-256 of the method, the path and the canonical JSON of the body
  * (RFC 8785: sorted keys, no white space), so two requests that differ only in
- * key order or spacing are the same request.
+ * key order or spacing are the same request. A route with parameters
+ * (`/v1/webhook_endpoints/:id`) adds their canonical JSON to the path: the
+ * same body sent to two endpoints is two requests.
  */
-export function requestFingerprint(method: string, path: string, body: unknown): string {
+export function requestFingerprint(method: string, path: string, body: unknown, params: Record<string, string> = {}): string {
   const canonicalBody = canonicalize(body ?? null) ?? 'null';
-  return createHash('sha256').update(`${method.toUpperCase()} ${path}\n${canonicalBody}`).digest('hex');
+  const route = Object.keys(params).length === 0 ? path : `${path} ${canonicalize(params)}`;
+  return createHash('sha256').update(`${method.toUpperCase()} ${route}\n${canonicalBody}`).digest('hex');
 }

@@ -8,7 +8,7 @@ import type { Operation, OperationRow, RowRef } from './operation';
 
 export interface KeyState {
   fingerprint: string;
-  /** The id of the row (a payment, a refund) the key was claimed for. */
+  /** The id of the row (a payment, a refund) the key was claimed for; a key answered with its write (claimAnswered) names none, and always holds its response. */
   resourceId: string;
   response?: StoredResponse;
   /** Seconds until the current lease expires; 0 when no live lease is held. */
@@ -191,6 +191,42 @@ export class IdempotencyRepository {
       ...state,
       response: responseStatus === null || responseBody === null ? undefined : { status: responseStatus, body: responseBody },
     };
+  }
+
+  /**
+   * Claims a key together with its final answer, for a write that calls no
+   * provider and names no operation row (a webhook endpoint's creation,
+   * update or rotation): in the transaction `db` of the write itself, so the
+   * key holds the answer exactly when the write committed. A free key is
+   * inserted, an expired one taken over (as claimedCte does); false when the
+   * key is live, and then the caller rolls its write back. A concurrent claim
+   * of the same key waits here for the first to commit or roll back.
+   */
+  async claimAnswered(
+    db: EntityManager,
+    claim: { clientId: string; key: string; fingerprint: string; status: number; body: string; ttlHours: number },
+  ): Promise<boolean> {
+    const rows = await queryRows(
+      db,
+      `INSERT INTO idempotency_keys
+         (client_id, key, fingerprint, response_status, response_body, completed_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, now(), now() + $6 * interval '1 hour')
+       ON CONFLICT (client_id, key) DO UPDATE SET
+         fingerprint = EXCLUDED.fingerprint,
+         payment_id = NULL,
+         refund_id = NULL,
+         lease_token = NULL,
+         leased_until = NULL,
+         response_status = EXCLUDED.response_status,
+         response_body = EXCLUDED.response_body,
+         completed_at = EXCLUDED.completed_at,
+         created_at = now(),
+         expires_at = EXCLUDED.expires_at
+       WHERE idempotency_keys.expires_at <= now()
+       RETURNING 1`,
+      [claim.clientId, claim.key, claim.fingerprint, claim.status, claim.body, claim.ttlHours],
+    );
+    return rows.length === 1;
   }
 
   /**

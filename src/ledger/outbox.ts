@@ -6,7 +6,8 @@ import type { AnnouncedStatus, Operation, OperationName, OperationRow } from './
 /**
  * The outbox: every status a payment or a refund takes after pending is
  * announced by an event written in the statement that changes the status
- * (announcedCtes), with one delivery per webhook endpoint of its client.
+ * (announcedCtes), with one delivery per webhook endpoint of its client that
+ * asks for it.
  * What reads the events and pushes them is merchant-events/.
  */
 
@@ -48,7 +49,9 @@ export function changeOf<R extends OperationRow>(operation: Operation<R>, row: R
  * The outbox rows of a status change, as CTEs of the statement that makes it
  * (OperationsRepository.recordOutcomeUnderLease), so they commit with it or
  * not at all: the event, for the row the CTE `moved` returns (none: no
- * event), and one delivery per webhook endpoint of its client. A second event
+ * event), and one delivery per enabled webhook endpoint of its client whose
+ * enabled_events name the event's type (or `*`): the endpoints as they are
+ * when the event is written. A second event
  * for the same status of the same row violates events_payment_type_key (or
  * events_refund_type_key) and fails the whole statement: the change is
  * announced once. `client` is the statement's parameter for the client,
@@ -76,5 +79,7 @@ export function announcedCtes<R extends OperationRow>(
        INSERT INTO webhook_deliveries (event_id, endpoint_id, client_id)
        SELECT event.id, endpoint.id, event.client_id
          FROM event JOIN webhook_endpoints endpoint ON endpoint.client_id = ${client}
+        WHERE endpoint.status = 'enabled' AND endpoint.deleted_at IS NULL
+          AND endpoint.enabled_events && ARRAY['*', ${type}::text]
      )`;
 }

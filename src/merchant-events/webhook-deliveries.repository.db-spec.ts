@@ -111,8 +111,8 @@ describe('WebhookDeliveriesRepository on Postgres', () => {
     const [claim] = await claimAll();
 
     const found = await deliveries.findClaimed(manager(), claim);
-    expect(found).toMatchObject({ url: 'http://127.0.0.1:9/hooks', attempts: 0, event: { id: claim.eventId, clientId } });
-    expect(found?.secret).toMatch(/^whsec_/);
+    expect(found).toMatchObject({ url: 'http://127.0.0.1:9/hooks', attempts: 0, live: true, event: { id: claim.eventId, clientId } });
+    expect(found?.sealedSecrets).toEqual([expect.stringMatching(/^v1\./)]);
     expect(await deliveries.findClaimed(manager(), { ...claim, claimToken: randomUUID() })).toBeUndefined();
   });
 });

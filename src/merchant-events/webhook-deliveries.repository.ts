@@ -16,11 +16,16 @@ export interface DeliveryClaim {
   claimToken: string;
 }
 
-/** What a send needs: the event, where to send it, the secret to sign it with. */
+/**
+ * What a send needs: the event, where to send it, the sealed secrets to sign
+ * it with (the current one, then a rotated one until it expires), and
+ * whether the endpoint still takes deliveries (enabled, not deleted).
+ */
 export interface ClaimedDelivery {
   event: EventRecord;
   url: string;
-  secret: string;
+  sealedSecrets: string[];
+  live: boolean;
   attempts: number;
 }
 
@@ -76,9 +81,13 @@ export class WebhookDeliveriesRepository {
 
   /** The claimed delivery with its event and endpoint; undefined when the claim was lost or the delivery settled. */
   async findClaimed(db: EntityManager, claim: DeliveryClaim): Promise<ClaimedDelivery | undefined> {
-    const row = await queryRow<EventRecord & { url: string; secret: string; attempts: number }>(
+    const row = await queryRow<EventRecord & { url: string; sealedSecrets: string[]; live: boolean; attempts: number }>(
       db,
-      `SELECT event.*, w.url, w.secret, d.attempts
+      `SELECT event.*, w.url, d.attempts,
+              w.status = 'enabled' AND w.deleted_at IS NULL AS live,
+              array_remove(ARRAY[w.secret_ciphertext,
+                                 CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_ciphertext END],
+                           NULL) AS "sealedSecrets"
          FROM webhook_deliveries d
          JOIN webhook_endpoints w ON w.client_id = $1 AND w.id = d.endpoint_id
          CROSS JOIN LATERAL (SELECT ${EVENT} FROM events WHERE events.client_id = $1 AND events.id = d.event_id) event
@@ -86,8 +95,8 @@ export class WebhookDeliveriesRepository {
       [claim.clientId, claim.eventId, claim.endpointId, claim.claimToken],
     );
     if (!row) return undefined;
-    const { url, secret, attempts, ...event } = row;
-    return { event, url, secret, attempts };
+    const { url, sealedSecrets, live, attempts, ...event } = row;
+    return { event, url, sealedSecrets, live, attempts };
   }
 
   /**
@@ -130,6 +139,52 @@ export class WebhookDeliveriesRepository {
       [claim.clientId, claim.eventId, claim.endpointId, claim.claimToken, failure.error, failure.retryInMs, failure.horizonHours],
     );
     return row?.status;
+  }
+
+  /**
+   * Stops an endpoint's pending deliveries (of one event, or all): failed,
+   * with `reason` as their last error, their claims dropped so that a send in
+   * flight records nothing. Deliveries to other endpoints are untouched.
+   */
+  async stopPending(db: EntityManager, of: { clientId: string; endpointId: string; eventId?: string }, reason: string): Promise<number> {
+    const rows = await queryRows(
+      db,
+      `UPDATE webhook_deliveries
+          SET status = 'failed', last_error = $3, claim_token = NULL, claimed_until = NULL
+        WHERE client_id = $1 AND endpoint_id = $2 AND status = 'pending' AND ($4::text IS NULL OR event_id = $4)
+        RETURNING 1`,
+      [of.clientId, of.endpointId, reason, of.eventId ?? null],
+    );
+    return rows.length;
+  }
+
+  /**
+   * Sends an event again (webhook:redeliver): its deliveries to live
+   * endpoints (or to one of them) become pending and due now, whatever they
+   * were, with their retry horizon counted from now. A delivery in flight
+   * keeps its claim. Returns each delivery taken and the status it had.
+   */
+  async redeliver(
+    db: EntityManager,
+    of: { clientId: string; eventId: string; endpointId?: string },
+  ): Promise<{ endpointId: string; previousStatus: DeliveryStatus }[]> {
+    return queryRows(
+      db,
+      `WITH chosen AS (
+         SELECT d.endpoint_id, d.status
+           FROM webhook_deliveries d
+           JOIN webhook_endpoints w ON w.client_id = d.client_id AND w.id = d.endpoint_id
+          WHERE d.client_id = $1 AND d.event_id = $2 AND ($3::text IS NULL OR d.endpoint_id = $3)
+            AND w.status = 'enabled' AND w.deleted_at IS NULL
+            FOR UPDATE OF d
+       )
+       UPDATE webhook_deliveries d
+          SET status = 'pending', next_attempt_at = now(), created_at = now(), delivered_at = NULL
+         FROM chosen
+        WHERE d.client_id = $1 AND d.event_id = $2 AND d.endpoint_id = chosen.endpoint_id
+        RETURNING d.endpoint_id AS "endpointId", chosen.status AS "previousStatus"`,
+      [of.clientId, of.eventId, of.endpointId ?? null],
+    );
   }
 
   /** For the operator: deliveries, newest first, by client, event or status. */

@@ -4,7 +4,7 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 
 export const webhookDeliveriesTable = defineTable('webhook_deliveries', {
   eventId: col.text('event_id'),
-  endpointId: col.uuid('endpoint_id'),
+  endpointId: col.text('endpoint_id'),
   clientId: col.uuid('client_id'),
   status: col.text<DeliveryStatus>('status'),
   /** Sends whose result was recorded; a send cut short by a crash is not counted. */

@@ -7,6 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { CrashPoint } from '../common/crash-point';
 import { strictMock } from '../common/strict-mock.fixture';
+import { SecretBox } from '../common/secret-box';
 import { loadConfig } from '../config/app-config';
 import { Metrics } from '../metrics/metrics';
 import { toResource } from '../ledger/payment-resource';
@@ -63,9 +64,10 @@ function setup(env: Record<string, string> = { WEBHOOK_ALLOW_PRIVATE_URLS: 'true
   const crashPoint = { reach: jest.fn() } as unknown as jest.Mocked<CrashPoint>;
   const metrics = new Metrics();
   const config = loadConfig({ WEBHOOK_BATCH_SIZE: '10', WEBHOOK_BACKOFF_BASE_MS: '1000', WEBHOOK_TIMEOUT_MS: '500', ...env });
-  const sut = new WebhookDispatcher(dataSource, deliveries, queue, config, metrics, crashPoint);
-  const claimed = (url: string, attempts = 0): ClaimedDelivery => ({ event, url, secret: SECRET, attempts });
-  return { sut, db, deliveries, queue, crashPoint, metrics, claimed };
+  const box = new SecretBox(config.secrets);
+  const sut = new WebhookDispatcher(dataSource, deliveries, queue, config, metrics, crashPoint, box);
+  const claimed = (url: string, attempts = 0): ClaimedDelivery => ({ event, url, sealedSecrets: [box.seal(SECRET)], live: true, attempts });
+  return { sut, db, deliveries, queue, crashPoint, metrics, claimed, box };
 }
 
 describe('WebhookDispatcher', () => {
@@ -146,12 +148,41 @@ describe('WebhookDispatcher', () => {
       const { sut, deliveries, claimed } = setup();
       const merchant = await endpoint(204);
       servers.push(merchant.server);
-      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), secret: 'whsec_!!!' });
+      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), sealedSecrets: ['v1.00000000.AAAA'] });
       deliveries.recordFailure = jest.fn().mockResolvedValue('pending');
 
       await expect(sut.deliver(CLAIM)).resolves.toBe('retry');
 
       expect(deliveries.recordFailure.mock.calls[0][2].error).toMatch(/^not signed: /);
+      expect(merchant.got).toEqual([]);
+    });
+
+    it('signs with the rotated-out secret too while it has not expired: a receiver holding either verifies', async () => {
+      const { sut, deliveries, claimed, box } = setup();
+      const merchant = await endpoint(204);
+      servers.push(merchant.server);
+      const next = 'whsec_Zm9yIHRoZSB0ZXN0OiBhIHNlY29uZCBzZWNyZXQ=';
+      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), sealedSecrets: [box.seal(next), box.seal(SECRET)] });
+      deliveries.recordDelivered = jest.fn().mockResolvedValue(new Date());
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('delivered');
+
+      const [{ headers, body }] = merchant.got;
+      expect(headers['webhook-signature'].split(' ')).toHaveLength(2);
+      expect(new Webhook(SECRET).verify(body, headers)).toEqual(JSON.parse(body));
+      expect(new Webhook(next).verify(body, headers)).toEqual(JSON.parse(body));
+    });
+
+    it('stops, and does not send, a delivery whose endpoint was disabled or deleted after it was written', async () => {
+      const { sut, db, deliveries, claimed } = setup();
+      const merchant = await endpoint(204);
+      servers.push(merchant.server);
+      deliveries.findClaimed = jest.fn().mockResolvedValue({ ...claimed(merchant.url), live: false });
+      deliveries.stopPending = jest.fn().mockResolvedValue(1);
+
+      await expect(sut.deliver(CLAIM)).resolves.toBe('skipped');
+
+      expect(deliveries.stopPending).toHaveBeenCalledWith(db, CLAIM, 'endpoint disabled or deleted');
       expect(merchant.got).toEqual([]);
     });
 

@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import type { Agent } from 'undici';
 import { CrashPoint } from '../common/crash-point';
 import { errorForLog } from '../common/log-safety';
+import { SecretBox } from '../common/secret-box';
 import { type SignedRequest, postSignedWebhook, signedWebhookRequest } from '../common/signed-webhook';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
@@ -19,7 +20,8 @@ import { type WebhookUrlPolicy, deliveryRefusal, webhookAgent } from './webhook-
 type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
 
 /**
- * Pushes every event to its client's webhook endpoint, at least once.
+ * Pushes every event to each of its client's webhook endpoints that asked
+ * for it, at least once, each delivery on its own.
  *
  * Each dispatch claims due deliveries in Postgres and queues one job per
  * claim; each job sends once and records what came of it. A worker killed
@@ -41,6 +43,7 @@ export class WebhookDispatcher {
     @InjectConfig() private readonly config: AppConfig,
     private readonly metrics: Metrics,
     private readonly crashPoint: CrashPoint,
+    private readonly box: SecretBox,
   ) {
     this.policy = { allowPrivate: config.webhooks.allowPrivateUrls };
     this.agent = webhookAgent(this.policy);
@@ -76,6 +79,12 @@ export class WebhookDispatcher {
     const db = this.dataSource.manager;
     const delivery = await this.deliveries.findClaimed(db, claim);
     if (!delivery) return 'skipped';
+    if (!delivery.live) {
+      // Disabled or deleted since the delivery was written (the change stopped
+      // the pending ones it saw; this one committed just after): not sent.
+      await this.deliveries.stopPending(db, claim, 'endpoint disabled or deleted');
+      return 'skipped';
+    }
     const { timeoutMs, backoffBaseMs, backoffCapMs, retryHorizonHours } = this.config.webhooks;
     const failure = await this.send(delivery, timeoutMs);
     this.crashPoint.reach('worker_mid_delivery', { eventId: claim.eventId });
@@ -106,12 +115,13 @@ export class WebhookDispatcher {
   }
 
   /**
-   * One signed POST: undefined when the endpoint took it, or why not. A
-   * delivery that cannot even be signed (a secret the signer refuses), or
-   * whose URL or address is refused, is a failed attempt like any other,
-   * recorded and retried to its horizon: were it thrown, its job would fail
-   * and the expired claim be taken again for ever, without an attempt ever
-   * counted.
+   * One signed POST: undefined when the endpoint took it, or why not. During
+   * a rotation it carries a signature per secret, the new one first. A
+   * delivery that cannot even be signed (a secret the signer refuses, or one
+   * sealed under a key this process does not hold), or whose URL or address
+   * is refused, is a failed attempt like any other, recorded and retried to
+   * its horizon: were it thrown, its job would fail and the expired claim be
+   * taken again for ever, without an attempt ever counted.
    */
   private async send(delivery: ClaimedDelivery, timeoutMs: number): Promise<string | undefined> {
     const refusal = deliveryRefusal(delivery.url, this.policy);
@@ -119,7 +129,7 @@ export class WebhookDispatcher {
     let request: SignedRequest;
     try {
       request = signedWebhookRequest(
-        new Webhook(delivery.secret),
+        delivery.sealedSecrets.map((sealed) => new Webhook(this.box.open(sealed))),
         delivery.event.id,
         JSON.stringify(toEventResource(delivery.event)),
         new Date(),

@@ -1,6 +1,7 @@
 import { BullModule } from '@nestjs/bullmq';
 import { Module } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '../config/app-config';
+import { secretBoxProvider } from './secret-box.provider';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { WebhookDispatcher } from './webhook-dispatcher.service';
 import { WebhooksProcessor, webhooksProcessorFor } from './webhooks.processor';
@@ -16,6 +17,7 @@ import { WEBHOOKS_QUEUE } from './webhooks.constants';
   imports: [BullModule.registerQueue({ name: WEBHOOKS_QUEUE })],
   providers: [
     WebhookDeliveriesRepository,
+    secretBoxProvider,
     WebhookDispatcher,
     {
       provide: WebhooksProcessor,

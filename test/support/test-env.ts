@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { ClientsRepository } from '../../src/clients/clients.repository';
-import { ClientsService } from '../../src/clients/clients.service';
-import { type AppConfig, loadConfig } from '../../src/config/app-config';
+import { SecretBox } from '../../src/common/secret-box';
+import { onboardClient } from '../../src/merchant-events/client-onboarding';
+import { type AppConfig, loadConfig, secretsConfig } from '../../src/config/app-config';
 import { dropWorkerQueues } from './worker-queues';
 
 /**
@@ -18,6 +18,8 @@ import { dropWorkerQueues } from './worker-queues';
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
 // What the specs spawn inherits the suite's database, whatever the shell exported.
 process.env.DATABASE_URL = TEST_DATABASE_URL;
+// A secrets key of the suite's own (not the development default), which every process it spawns shares.
+process.env.SECRETS_KEY ??= 'dGhlIHRlc3Qgc3VpdGUncyBvd24gc2VjcmV0cyBrZXk=';
 // Every merchant endpoint a spec serves is on loopback, which the worker
 // refuses by default: the specs' workers and client creations allow it, and
 // the specs of the refusal itself say false.
@@ -61,6 +63,6 @@ export async function createClient(
   name = 'test client',
   options: { webhookUrl?: string } = {},
 ): Promise<{ id: string; apiKey: string; webhookSecret?: string }> {
-  const client = await new ClientsService(new ClientsRepository(dataSource)).create(name, options);
+  const client = await onboardClient(dataSource, { box: new SecretBox(secretsConfig()), policy: { allowPrivate: true } }, name, options);
   return { id: client.id, apiKey: client.api_key, webhookSecret: client.webhook_secret };
 }

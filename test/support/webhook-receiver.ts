@@ -6,6 +6,8 @@ import { Webhook } from 'standardwebhooks';
 export interface Receipt {
   webhookId: string;
   body: string;
+  /** The Standard Webhooks headers as received, to verify against any secret later. */
+  headers: Record<string, string>;
   /** Whether the signature verified against the endpoint's secret (within the replay window). */
   verified: boolean;
   /** The status answered, or 'held' for a request left unanswered. */
@@ -102,7 +104,12 @@ export class WebhookReceiver {
       const attempt = endpoint.receipts.filter((receipt) => receipt.webhookId === webhookId).length;
       const decided = endpoint.behaviour(attempt);
       const answer = decided === 'hold' ? 'held' : decided;
-      endpoint.receipts.push({ webhookId, body, verified: verifies(endpoint.secret, body, request), answer, at });
+      const headers = {
+        'webhook-id': webhookId,
+        'webhook-timestamp': String(request.headers['webhook-timestamp'] ?? ''),
+        'webhook-signature': String(request.headers['webhook-signature'] ?? ''),
+      };
+      endpoint.receipts.push({ webhookId, body, headers, verified: verifies(endpoint.secret, body, request), answer, at });
       if (answer === 'held') {
         endpoint.open++;
         endpoint.maxOpen = Math.max(endpoint.maxOpen, endpoint.open);

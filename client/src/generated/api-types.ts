@@ -112,6 +112,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook_endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List webhook endpoints, newest first */
+        get: operations["WebhookEndpointsController_list"];
+        put?: never;
+        /** Add a webhook endpoint: events of the types it asks for are delivered to it, signed with its own secret */
+        post: operations["WebhookEndpointsController_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read one webhook endpoint */
+        get: operations["WebhookEndpointsController_get"];
+        put?: never;
+        /** Change a webhook endpoint: url, enabled_events, description, or disable it (its pending deliveries stop) */
+        post: operations["WebhookEndpointsController_update"];
+        /** Delete a webhook endpoint: it gets nothing more, and its pending deliveries stop */
+        delete: operations["WebhookEndpointsController_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook_endpoints/{id}/rotate_secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replace the signing secret; the old one keeps signing beside it for expires_in_hours */
+        post: operations["WebhookEndpointsController_rotateSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/provider/events": {
         parameters: {
             query?: never;
@@ -177,7 +231,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "webhook_endpoint_limit_reached" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -267,7 +321,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "webhook_endpoint_limit_reached" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -357,7 +411,7 @@ export interface components {
              * @example parameter_invalid
              * @enum {string}
              */
-            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
+            code: "parameter_invalid" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_key_in_use" | "order_already_paid" | "card_declined" | "refund_failed" | "payment_not_refundable" | "amount_too_large" | "unauthenticated" | "resource_missing" | "provider_unavailable" | "webhook_signature_invalid" | "payment_busy" | "webhook_endpoint_limit_reached" | "request_malformed" | "request_headers_too_large" | "request_timeout" | "expectation_failed" | "body_invalid_json" | "body_too_large" | "unsupported_media_type" | "route_not_found" | "method_not_allowed" | "rate_limited" | "service_unavailable" | "internal_error";
             /** @example amount must be at least 1 */
             message: string;
             /**
@@ -404,6 +458,108 @@ export interface components {
             data: components["schemas"]["EventResource"][];
             /** @description Whether a page follows: ask again with starting_after = the last id. */
             has_more: boolean;
+        };
+        CreateWebhookEndpointDto: {
+            /**
+             * @description An absolute http or https URL, without credentials.
+             * @example https://example.com/webhooks
+             */
+            url: string;
+            /**
+             * @description Event types to send; `*`: all.
+             * @default [
+             *       "*"
+             *     ]
+             */
+            enabled_events: ("*" | "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review")[];
+            /** @description Yours, for your own reference. */
+            description?: string;
+        };
+        WebhookEndpointWithSecret: {
+            /** @example we_01JDQ2ZC4R5S8V9W0X1Y2Z3A4E */
+            id: string;
+            /** @enum {string} */
+            object: "webhook_endpoint";
+            /**
+             * @description Where events are POSTed, signed per Standard Webhooks.
+             * @example https://example.com/webhooks
+             */
+            url: string;
+            /** @description The event types sent to this endpoint; `["*"]`: every type. */
+            enabled_events: ("*" | "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review")[];
+            /**
+             * @description A disabled endpoint gets nothing, and its pending deliveries stopped.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            description: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * @description Verify deliveries with it (Standard Webhooks). Shown only here: keep it.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            secret: string;
+        };
+        WebhookEndpointResource: {
+            /** @example we_01JDQ2ZC4R5S8V9W0X1Y2Z3A4E */
+            id: string;
+            /** @enum {string} */
+            object: "webhook_endpoint";
+            /**
+             * @description Where events are POSTed, signed per Standard Webhooks.
+             * @example https://example.com/webhooks
+             */
+            url: string;
+            /** @description The event types sent to this endpoint; `["*"]`: every type. */
+            enabled_events: ("*" | "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review")[];
+            /**
+             * @description A disabled endpoint gets nothing, and its pending deliveries stopped.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            description: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        WebhookEndpointList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["WebhookEndpointResource"][];
+            /** @description Whether a page follows: ask again with starting_after = the last id. */
+            has_more: boolean;
+        };
+        UpdateWebhookEndpointDto: {
+            /**
+             * @description An absolute http or https URL, without credentials.
+             * @example https://example.com/webhooks
+             */
+            url?: string;
+            /**
+             * @description Event types to send; `*`: all.
+             * @default [
+             *       "*"
+             *     ]
+             */
+            enabled_events: ("*" | "payment.succeeded" | "payment.failed" | "payment.requires_review" | "refund.succeeded" | "refund.failed" | "refund.requires_review")[];
+            /** @description true disables the endpoint (and stops its pending deliveries); false enables it again. */
+            disabled?: boolean;
+            /** @description Yours, for your own reference. */
+            description?: string;
+        };
+        RotateWebhookSecretDto: {
+            /**
+             * @description How long the current secret keeps signing beside the new one (0: it stops now).
+             * @default 24
+             */
+            expires_in_hours: number;
+        };
+        DeletedWebhookEndpoint: {
+            id: string;
+            /** @enum {string} */
+            object: "webhook_endpoint";
+            /** @enum {boolean} */
+            deleted: true;
         };
         ProviderEventReceipt: {
             /** @enum {boolean} */
@@ -1053,6 +1209,484 @@ export interface operations {
             };
             /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_list: {
+        parameters: {
+            query?: {
+                /** @description Page size, in decimal digits. */
+                limit?: number;
+                /** @description The id of the last endpoint of the previous page. */
+                starting_after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of endpoints (never their secrets). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            /** @description Bad limit or cursor (`parameter_invalid`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_create: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. As on every POST: a retry with the same key and body gets the first answer again (`Idempotent-Replayed: true`), another request under it is 422; one key space per client, across routes. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookEndpointDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint, with its `secret`: the only time it is shown. */
+            201: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request. */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description Invalid body or URL (`parameter_invalid`), or 16 endpoints already (`webhook_endpoint_limit_reached`); nothing was written. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A concurrent request holds the same key (`idempotency_key_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The key was used with another request (`idempotency_key_reused`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint (never its secret). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointResource"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such webhook endpoint for this client (`resource_missing`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_update: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. As on every POST: a retry with the same key and body gets the first answer again (`Idempotent-Replayed: true`), another request under it is 422; one key space per client, across routes. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWebhookEndpointDto"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as it now is. */
+            200: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request. */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointResource"];
+                };
+            };
+            /** @description Invalid body or URL (`parameter_invalid`); nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such webhook endpoint for this client (`resource_missing`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A concurrent request holds the same key (`idempotency_key_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The key was used with another request (`idempotency_key_reused`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedWebhookEndpoint"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such webhook endpoint for this client (`resource_missing`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Over the rate limit (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The database is unreachable or every connection is busy (`service_unavailable`); nothing was done. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_rotateSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. As on every POST: a retry with the same key and body gets the first answer again (`Idempotent-Replayed: true`), another request under it is 422; one key space per client, across routes. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookSecretDto"];
+            };
+        };
+        responses: {
+            /** @description The endpoint with its new `secret`: the only time it is shown. */
+            200: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request. */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description Invalid body (`parameter_invalid`); nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, unknown, revoked, expired or repeated API key (`unauthenticated`). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No such webhook endpoint for this client (`resource_missing`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A concurrent request holds the same key (`idempotency_key_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The key was used with another request (`idempotency_key_reused`). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -330,7 +330,7 @@ export class ModelStack {
   }
 
   async newClient(name = 'model sequence'): Promise<Client> {
-    const client = await new ClientsService(new ClientsRepository(this.db)).create(name, {});
+    const client = await new ClientsService(new ClientsRepository(this.db)).create(name);
     return { id: client.id, apiKey: client.api_key };
   }
 
