@@ -10,6 +10,7 @@ import { Refunds1796700000000 } from './1796700000000-Refunds';
 import { TraceParent1796800000000 } from './1796800000000-TraceParent';
 import { ApiKeys1796900000000 } from './1796900000000-ApiKeys';
 import { WebhookEndpoints1797000000000 } from './1797000000000-WebhookEndpoints';
+import { RetentionIndexes1797100000000 } from './1797100000000-RetentionIndexes';
 import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnce';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
@@ -26,5 +27,6 @@ export const migrations = [
   TraceParent1796800000000,
   ApiKeys1796900000000,
   WebhookEndpoints1797000000000,
+  RetentionIndexes1797100000000,
   ChecksPlannedOnce1797200000000,
 ];

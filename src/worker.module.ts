@@ -15,11 +15,13 @@ import { MetricsModule } from './metrics/metrics.module';
 import { SafetyNetGauges } from './reconciliation/safety-net-gauges';
 import { RECONCILIATION_QUEUE } from './reconciliation/reconciliation.constants';
 import { ReconciliationModule } from './reconciliation/reconciliation.module';
+import { RETENTION_QUEUE } from './retention/retention.constants';
+import { RetentionModule } from './retention/retention.module';
 import { TracingModule } from './tracing/tracing.module';
 
 /**
- * The worker process: reconciliation, review re-checks, key expiry and
- * merchant webhooks; no HTTP but its metrics port. Every queue shares one
+ * The worker process: reconciliation, review re-checks, key expiry,
+ * merchant webhooks and the retention prune; no HTTP but its metrics port. Every queue shares one
  * Redis connection setting (a single server or a cluster) and prefix.
  */
 @Module({})
@@ -46,13 +48,21 @@ export class WorkerModule {
         }),
         ReconciliationModule,
         WebhooksModule,
+        RetentionModule,
       ],
       providers: [
         {
           provide: SafetyNetGauges,
-          inject: [DataSource, getQueueToken(RECONCILIATION_QUEUE), getQueueToken(WEBHOOKS_QUEUE), Metrics, APP_CONFIG],
-          useFactory: (dataSource: DataSource, reconciliation: Queue, webhooks: Queue, metrics: Metrics, config: AppConfig) =>
-            new SafetyNetGauges(dataSource, [reconciliation, webhooks], metrics, config.metrics.gaugeIntervalMs),
+          inject: [
+            DataSource,
+            getQueueToken(RECONCILIATION_QUEUE),
+            getQueueToken(WEBHOOKS_QUEUE),
+            getQueueToken(RETENTION_QUEUE),
+            Metrics,
+            APP_CONFIG,
+          ],
+          useFactory: (dataSource: DataSource, reconciliation: Queue, webhooks: Queue, retention: Queue, metrics: Metrics, config: AppConfig) =>
+            new SafetyNetGauges(dataSource, [reconciliation, webhooks, retention], metrics, config.metrics.gaugeIntervalMs),
         },
       ],
     };

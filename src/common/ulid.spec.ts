@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import { decodeTime } from 'ulid';
-import { newUlid } from './ulid';
+import { firstUlidAt, newUlid, ulidTime } from './ulid';
 
 // The real generator, watched: how often the kernel is asked, and for how much.
 jest.mock('node:crypto', () => {
@@ -50,5 +50,23 @@ describe('newUlid', () => {
       expect(n).toBeGreaterThan(800);
       expect(n).toBeLessThan(1200);
     }
+  });
+});
+
+describe('firstUlidAt', () => {
+  it('sorts after every ULID made earlier and before or at every one made from that millisecond on', () => {
+    const now = Date.now();
+    const first = firstUlidAt(now);
+
+    expect(first).toMatch(ULID);
+    expect(ulidTime(first)).toBe(now);
+    expect(firstUlidAt(now - 1) < first).toBe(true);
+    const made = newUlid();
+    expect(firstUlidAt(ulidTime(made) + 1) > made).toBe(true);
+    expect(firstUlidAt(ulidTime(made)) <= made).toBe(true);
+  });
+
+  it('reads no time from a ULID-shaped string past the largest time', () => {
+    expect(ulidTime('Z'.repeat(26))).toBeNaN();
   });
 });

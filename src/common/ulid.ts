@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { ulid } from 'ulid';
+import { decodeTime, encodeTime, ulid } from 'ulid';
 
 /** Random bytes drawn from the kernel at once: 256 ids' worth (16 bytes each). */
 const POOL_BYTES = 4096;
@@ -30,4 +30,25 @@ function pooledRandom(): number {
  */
 export function newUlid(): string {
   return ulid(undefined, pooledRandom);
+}
+
+/**
+ * The smallest ULID of the millisecond `ms`: ULIDs sort by the time they were
+ * made, so every one below it was made earlier.
+ */
+export function firstUlidAt(ms: number): string {
+  return `${encodeTime(ms, 10)}${'0'.repeat(16)}`;
+}
+
+/**
+ * When a ULID was made: the milliseconds its first ten characters carry; NaN
+ * for a string of ULID characters whose time is past the largest (a first
+ * character above 7), which no generator makes.
+ */
+export function ulidTime(id: string): number {
+  try {
+    return decodeTime(id);
+  } catch {
+    return Number.NaN;
+  }
 }

@@ -25,6 +25,13 @@ describe('loadConfig', () => {
       batchSize: 200,
       allowPrivateUrls: false,
     });
+    expect(config.retention).toEqual({
+      eventsDays: 30,
+      processedMessagesDays: 30,
+      intervalMs: 60_000,
+      batchSize: 1_000,
+      runBudgetMs: 30_000,
+    });
     expect(config.reconcile).toMatchObject({ staleAfterMs: 60_000, batchSize: 500, concurrency: 8, paymentsPerS: 250 });
     expect(config.provider.retryBudget).toEqual({ capacity: 10, refund: 0.1 });
     expect(config.provider.breaker).toEqual({
@@ -88,6 +95,12 @@ describe('loadConfig', () => {
     expect(loadConfig({ PROVIDER_POISON_RATE: '1' }).mockProvider.poisonRate).toBe(1);
   });
 
+  it('reads retentions in decimal days, as tests shorten them', () => {
+    const { retention } = loadConfig({ EVENTS_RETENTION_DAYS: '0.00002', PROCESSED_MESSAGES_RETENTION_DAYS: '7.5' });
+
+    expect(retention).toMatchObject({ eventsDays: 0.00002, processedMessagesDays: 7.5 });
+  });
+
   it('refuses an endpoint share that leaves no send for the other endpoints', () => {
     expect(() => loadConfig({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '4' })).toThrow(
       'Invalid configuration: WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY (4) (got "4")',
@@ -126,6 +139,12 @@ describe('loadConfig', () => {
     // Only true or false: a "yes" or "1" must not quietly leave the address rules on, or off.
     ['WEBHOOK_ALLOW_PRIVATE_URLS', 'yes'],
     ['WEBHOOK_ALLOW_PRIVATE_URLS', '1'],
+    ['EVENTS_RETENTION_DAYS', '0'],
+    ['EVENTS_RETENTION_DAYS', '-1'],
+    ['EVENTS_RETENTION_DAYS', 'a month'],
+    ['PROCESSED_MESSAGES_RETENTION_DAYS', '1e3'],
+    ['PROCESSED_MESSAGES_RETENTION_DAYS', '3661'],
+    ['RETENTION_PRUNE_BATCH_SIZE', '0'],
     // Retired: it counted every client's attempts together.
     ['PROVIDER_BREAKER_THRESHOLD', '10'],
   ])('refuses %s=%j with an error naming the variable', (variable, value) => {

@@ -344,6 +344,19 @@ export function loadConfig(env: Env = process.env) {
       runBudgetMs: r.int('KEY_PRUNE_RUN_BUDGET_MS', 30_000, 1),
     },
     /**
+     * How long events (with their settled deliveries) and processed provider
+     * messages are kept, in decimal days, and the worker's prune of what is
+     * older: every interval, full batches one after another for at most
+     * runBudgetMs; the next run goes on from there.
+     */
+    retention: {
+      eventsDays: r.positive('EVENTS_RETENTION_DAYS', 30, 3_660),
+      processedMessagesDays: r.positive('PROCESSED_MESSAGES_RETENTION_DAYS', 30, 3_660),
+      intervalMs: r.int('RETENTION_PRUNE_INTERVAL_MS', 60_000, 50),
+      batchSize: r.int('RETENTION_PRUNE_BATCH_SIZE', 1_000, 1, 100_000),
+      runBudgetMs: r.int('RETENTION_PRUNE_RUN_BUDGET_MS', 30_000, 1),
+    },
+    /**
      * Merchant webhooks: every dispatch interval the worker claims due
      * deliveries (at most maxInFlightPerEndpoint held at once per endpoint, so
      * a slow or dead endpoint holds that many of the `concurrency` sends and

@@ -1,4 +1,4 @@
-import { newUlid } from '../common/ulid';
+import { firstUlidAt, newUlid, ulidTime } from '../common/ulid';
 import type { Params } from '../database/sql';
 import { type JsonAroundUpdatedAt, aroundUpdatedAt } from './around-updated-at';
 import type { AnnouncedStatus, Operation, OperationName, OperationRow } from './operation';
@@ -26,6 +26,24 @@ export const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
 
 export function newEventId(): string {
   return `evt_${newUlid()}`;
+}
+
+/** The smallest event id made at `ms`: every event id below it was made earlier. */
+export function firstEventIdAt(ms: number): string {
+  return `evt_${firstUlidAt(ms)}`;
+}
+
+/**
+ * The instant before which an event was made longer than `days` ago, by the
+ * clock of whoever asks, as event ids carry the clock of whoever made them.
+ */
+export function retentionCutoff(days: number): number {
+  return Date.now() - days * 86_400_000;
+}
+
+/** When an event (of EVENT_ID_PATTERN) was made, by its id: its created_at, to the milliseconds of its write. */
+export function eventIdTime(id: string): number {
+  return ulidTime(id.slice('evt_'.length));
 }
 
 /** The event that announces the status a row takes: its data is the row as it now is, updated_at left to the statement. */

@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { InjectConfig } from '../config/config.module';
 import { type EventList, type EventResource, toEventResource } from './event';
-import { EVENT_ID_PATTERN, type EventType } from '../ledger/outbox';
+import { EVENT_ID_PATTERN, type EventType, eventIdTime, retentionCutoff } from '../ledger/outbox';
 import { eventNotFound, unknownEventCursor } from './events.errors';
 import { EventsRepository } from './events.repository';
 
@@ -11,6 +13,7 @@ export class EventLookupService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly events: EventsRepository,
+    @InjectConfig() private readonly config: AppConfig,
   ) {}
 
   async get(clientId: string, id: string): Promise<EventResource> {
@@ -23,6 +26,9 @@ export class EventLookupService {
   async list(clientId: string, page: { limit?: number; startingAfter?: string; type?: EventType }): Promise<EventList> {
     const db = this.dataSource.manager;
     if (page.startingAfter !== undefined && !(await this.events.findForClient(db, clientId, page.startingAfter))) {
+      // A merchant paging back reached events the prune deleted while it
+      // paged: everything older than its cursor is past the retention too.
+      if (this.pastRetention(page.startingAfter)) return { object: 'list', data: [], has_more: false };
       throw unknownEventCursor(page.startingAfter);
     }
     const result = await this.events.listForClient(db, clientId, {
@@ -31,5 +37,10 @@ export class EventLookupService {
       type: page.type,
     });
     return { object: 'list', data: result.events.map(toEventResource), has_more: result.hasMore };
+  }
+
+  /** An event id made longer than EVENTS_RETENTION_DAYS ago: its event, if there was one, may have been pruned. */
+  private pastRetention(id: string): boolean {
+    return EVENT_ID_PATTERN.test(id) && eventIdTime(id) < retentionCutoff(this.config.retention.eventsDays);
   }
 }

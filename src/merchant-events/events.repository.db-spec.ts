@@ -193,4 +193,92 @@ describe('EventsRepository and the outbox on Postgres', () => {
       await runner.release();
     }
   });
+
+  describe('pruneMadeBefore', () => {
+    const manager = () => db.dataSource.manager;
+    const left = async (): Promise<{ events: string[]; deliveries: string[] }> => ({
+      events: ((await db.dataSource.query(`SELECT payment_id FROM events`)) as { payment_id: string }[]).map((row) => row.payment_id).sort(),
+      deliveries: ((await db.dataSource.query(`SELECT e.payment_id FROM webhook_deliveries d JOIN events e ON e.id = d.event_id`)) as {
+        payment_id: string;
+      }[])
+        .map((row) => row.payment_id)
+        .sort(),
+    });
+    const settle = (paymentId: string, status: 'delivered' | 'failed' | 'pending') =>
+      db.dataSource.query(
+        `UPDATE webhook_deliveries d SET status = $2, delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
+           FROM events e WHERE e.client_id = d.client_id AND e.id = d.event_id AND e.payment_id = $1`,
+        [paymentId, status],
+      );
+    /** An instant after every event made so far, and before any made from now on. */
+    async function cutoffNow(): Promise<number> {
+      const cutoff = Date.now() + 1;
+      await eventually(async () => (Date.now() >= cutoff ? true : undefined), { what: 'the clock to pass the cutoff' });
+      return cutoff;
+    }
+
+    it('deletes old events with their settled deliveries, keeps one still being delivered, new ones and other clients’ events', async () => {
+      const hooked = await given.clientWithWebhook();
+      const delivered = (await given.succeeded(hooked)).payment.id;
+      const failed = (await given.succeeded(hooked)).payment.id;
+      const stillPending = (await given.succeeded(hooked)).payment.id;
+      const noEndpoint = (await given.succeeded(clientId)).payment.id;
+      const othersOld = (await given.succeeded(await given.clientWithWebhook())).payment.id;
+      await settle(delivered, 'delivered');
+      await settle(failed, 'failed');
+      await settle(othersOld, 'delivered');
+      const cutoff = await cutoffNow();
+      const fresh = (await given.succeeded(hooked)).payment.id;
+      await settle(fresh, 'delivered');
+
+      expect(await given.events.countMadeBefore(manager(), hooked, cutoff, 100)).toBe(2);
+      expect(await given.events.pruneMadeBefore(manager(), hooked, cutoff, 100)).toEqual({ events: 2, deliveries: 2 });
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 100)).toEqual({ events: 1, deliveries: 0 });
+
+      expect(await left()).toEqual({
+        events: [stillPending, othersOld, fresh].sort(),
+        deliveries: [stillPending, othersOld, fresh].sort(),
+      });
+      expect(await given.events.countMadeBefore(manager(), hooked, cutoff, 100)).toBe(0);
+      // Once its delivery settles, the kept event goes at the next prune.
+      await settle(stillPending, 'failed');
+      expect(await given.events.pruneMadeBefore(manager(), hooked, cutoff, 100)).toEqual({ events: 1, deliveries: 1 });
+      expect(noEndpoint).toBeDefined();
+    });
+
+    it('deletes at most a batch per statement, oldest first', async () => {
+      const made: string[] = [];
+      for (let i = 0; i < 5; i++) made.push((await given.succeeded(clientId)).payment.id);
+      const cutoff = await cutoffNow();
+
+      expect(await given.events.countMadeBefore(manager(), clientId, cutoff, 3)).toBe(3);
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 2)).toEqual({ events: 2, deliveries: 0 });
+      const afterOne = (await left()).events;
+      expect(afterOne).toHaveLength(3);
+      expect(made.slice(0, 2).some((id) => afterOne.includes(id))).toBe(false);
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 2)).toEqual({ events: 2, deliveries: 0 });
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 2)).toEqual({ events: 1, deliveries: 0 });
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 2)).toEqual({ events: 0, deliveries: 0 });
+    });
+
+    it('passes over an event another transaction holds, without waiting for it', async () => {
+      const held = (await given.succeeded(clientId)).payment.id;
+      const free = (await given.succeeded(clientId)).payment.id;
+      const cutoff = await cutoffNow();
+      const runner = db.dataSource.createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.startTransaction();
+        await runner.query(`SELECT id FROM events WHERE payment_id = $1 FOR UPDATE`, [held]);
+
+        expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 10)).toEqual({ events: 1, deliveries: 0 });
+        expect((await left()).events).toEqual([held]);
+        expect(free).toBeDefined();
+      } finally {
+        if (runner.isTransactionActive) await runner.rollbackTransaction();
+        await runner.release();
+      }
+      expect(await given.events.pruneMadeBefore(manager(), clientId, cutoff, 10)).toEqual({ events: 1, deliveries: 0 });
+    });
+  });
 });

@@ -1,12 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { queryRow, queryRows } from '../database/sql';
-import type { EventType } from '../ledger/outbox';
+import { type EventType, firstEventIdAt } from '../ledger/outbox';
 import { type EventRecord, eventsTable } from '../ledger/events.table';
 
 const EVENT = eventsTable.selectList;
 
-/** The read side of the outbox (ledger/outbox.ts): GET /v1/events. */
+/**
+ * An event whose delivery to some endpoint is still pending: kept, whatever
+ * its age, so that a retry never finds its event gone. `e` is the event.
+ */
+const STILL_DELIVERING = `EXISTS (SELECT 1 FROM webhook_deliveries d
+                                 WHERE d.client_id = e.client_id AND d.event_id = e.id AND d.status = 'pending')`;
+
+/** The read side of the outbox (ledger/outbox.ts): GET /v1/events, and the prune of old events. */
 @Injectable()
 export class EventsRepository {
   async findForClient(db: EntityManager, clientId: string, id: string): Promise<EventRecord | undefined> {
@@ -41,5 +48,59 @@ export class EventsRepository {
       [clientId, page.startingAfter ?? null, page.type ?? null, page.limit + 1],
     );
     return { events: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+  }
+
+  /**
+   * Deletes up to `limit` of a client's events made before `madeBefore` (ms),
+   * oldest first, each with its deliveries, all settled: an event with a
+   * delivery still pending is passed over. An event's age is read from its id,
+   * a ULID of the time it was made (the event's created_at, to the
+   * milliseconds of its write), so the primary key (client_id, id) is the
+   * index of the events by age and the prune costs the writes no index of its
+   * own. One statement: the events are locked (SKIP LOCKED, so concurrent
+   * prunes take different ones; nothing else ever locks an old event), then
+   * their deliveries and they are deleted. Should a delivery of one of them
+   * turn pending meanwhile (an operator's redelivery), it is not deleted, and
+   * its event's foreign key fails the whole statement: nothing is pruned, and
+   * the next run passes over that event.
+   */
+  async pruneMadeBefore(
+    db: EntityManager,
+    clientId: string,
+    madeBefore: number,
+    limit: number,
+  ): Promise<{ events: number; deliveries: number }> {
+    const [row] = await queryRows<{ events: number; deliveries: number }>(
+      db,
+      `WITH batch AS MATERIALIZED (
+         SELECT e.id FROM events e
+          WHERE e.client_id = $1 AND e.id < $2 AND NOT ${STILL_DELIVERING}
+          ORDER BY e.id
+          LIMIT $3
+            FOR UPDATE SKIP LOCKED
+       ), deliveries AS (
+         DELETE FROM webhook_deliveries d USING batch
+          WHERE d.client_id = $1 AND d.event_id = batch.id AND d.status <> 'pending'
+          RETURNING 1
+       ), events AS (
+         DELETE FROM events e USING batch
+          WHERE e.client_id = $1 AND e.id = batch.id
+          RETURNING 1
+       )
+       SELECT (SELECT count(*)::int FROM events) AS events, (SELECT count(*)::int FROM deliveries) AS deliveries`,
+      [clientId, firstEventIdAt(madeBefore), limit],
+    );
+    return row;
+  }
+
+  /** How many of a client's events pruneMadeBefore would delete, counted up to `cap` so that a huge backlog costs no more. */
+  async countMadeBefore(db: EntityManager, clientId: string, madeBefore: number, cap: number): Promise<number> {
+    const row = await queryRow<{ count: number }>(
+      db,
+      `SELECT count(*)::int AS count
+         FROM (SELECT 1 FROM events e WHERE e.client_id = $1 AND e.id < $2 AND NOT ${STILL_DELIVERING} LIMIT $3) old`,
+      [clientId, firstEventIdAt(madeBefore), cap],
+    );
+    return row?.count ?? 0;
   }
 }

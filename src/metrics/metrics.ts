@@ -90,6 +90,22 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly retentionPruned = new Counter({
+    name: 'retention_pruned_total',
+    help: 'Rows past their retention deleted by the worker, by table: events, webhook_deliveries, processed_messages.',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+
+  readonly retentionBacklog = new Gauge({
+    name: 'retention_backlog',
+    help:
+      'Rows past their retention left after the last prune run, by table: events (kept for a pending delivery not counted), ' +
+      'processed_messages (0 when the run emptied the backlog; counted up to 1,000,000).',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+
   readonly webhookAttempts = new Counter({
     name: 'webhook_attempts_total',
     help: 'Merchant webhook sends, by result: delivered (2xx), retry (no 2xx, tried again later), failed (no 2xx, past the horizon).',

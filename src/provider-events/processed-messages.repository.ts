@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { queryRows } from '../database/sql';
+import { queryRow, queryRows } from '../database/sql';
 
 /** The processed_messages table: what makes an at-least-once consumer apply each message at most once. */
 @Injectable()
@@ -21,5 +21,43 @@ export class ProcessedMessagesRepository {
       [clientId, consumer, messageId],
     );
     return rows.length === 1;
+  }
+
+  /**
+   * Deletes up to `limit` of a client's records processed more than
+   * `olderThanMs` ago, by the database's clock (processed_at is its now()),
+   * through processed_messages_client_processed_idx, in one statement that
+   * skips rows a concurrent prune holds. Forgetting an old message is safe: it
+   * moved its payment's provider_version to at least its own version, so
+   * should it come again it is refused as stale and changes nothing.
+   */
+  async pruneOlderThan(db: EntityManager, clientId: string, olderThanMs: number, limit: number): Promise<number> {
+    const rows = await queryRows(
+      db,
+      `WITH batch AS MATERIALIZED (
+         SELECT consumer, message_id FROM processed_messages
+          WHERE client_id = $1 AND processed_at < now() - $2 * interval '1 millisecond'
+          LIMIT $3
+            FOR UPDATE SKIP LOCKED)
+       DELETE FROM processed_messages m
+        USING batch
+        WHERE m.client_id = $1 AND m.consumer = batch.consumer AND m.message_id = batch.message_id
+        RETURNING 1`,
+      [clientId, olderThanMs, limit],
+    );
+    return rows.length;
+  }
+
+  /** How many of a client's records pruneOlderThan would delete, counted up to `cap`. */
+  async countOlderThan(db: EntityManager, clientId: string, olderThanMs: number, cap: number): Promise<number> {
+    const row = await queryRow<{ count: number }>(
+      db,
+      `SELECT count(*)::int AS count
+         FROM (SELECT 1 FROM processed_messages
+                WHERE client_id = $1 AND processed_at < now() - $2 * interval '1 millisecond'
+                LIMIT $3) old`,
+      [clientId, olderThanMs, cap],
+    );
+    return row?.count ?? 0;
   }
 }

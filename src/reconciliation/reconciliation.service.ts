@@ -7,6 +7,7 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { ClientsRepository } from '../clients/clients.repository';
+import { ClientByClientPrune, countBacklog } from '../common/client-by-client-prune';
 import { CrashPoint } from '../common/crash-point';
 import { errorForLog } from '../common/log-safety';
 import { IdempotencyRepository } from '../ledger/idempotency.repository';
@@ -81,9 +82,6 @@ function reconcileJobs(operation: OperationName, due: RowRef[]) {
   return jobs;
 }
 
-/** A backlog is counted up to this many keys: past it, the figure only says "far behind". */
-const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
-
 /**
  * Finishes payments and refunds whose request never did: the process
  * crashed, the client gave up, or the provider's answer was not final. One
@@ -95,8 +93,7 @@ const PRUNE_BACKLOG_COUNT_CAP = 1_000_000;
 @Injectable()
 export class ReconciliationService {
   private readonly logger = new Logger(ReconciliationService.name);
-  /** The client a prune run stopped at on its budget: the next run starts there, so no client waits behind another for ever. */
-  private pruneResumesAt: string | undefined;
+  private readonly keyPrune: ClientByClientPrune<'keys'>;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -109,7 +106,13 @@ export class ReconciliationService {
     @InjectConfig() private readonly config: AppConfig,
     private readonly crashPoint: CrashPoint,
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    const { batchSize } = config.keyPrune;
+    this.keyPrune = new ClientByClientPrune(
+      { keys: (clientId) => this.keys.pruneExpired(this.dataSource.manager, clientId, batchSize) },
+      batchSize,
+    );
+  }
 
   /**
    * Keeps the workers fed: queues the due payments, RECONCILE_BATCH_SIZE at
@@ -288,38 +291,16 @@ export class ReconciliationService {
 
   /**
    * Deletes expired keys client by client, batch after batch while the
-   * batches come back full, within the run's time budget, so pruning keeps up
-   * with any sustained rate of new payments the database can take. Client by
-   * client, so on a schema sharded by client every statement runs on one
-   * shard. A run that stops on its budget counts what is left for the clients
-   * it did not finish, as the backlog metric, and the next run starts with
-   * them; one that emptied every backlog says 0 without counting.
+   * batches come back full, within the run's time budget (see
+   * ClientByClientPrune). A run that stops on its budget counts what is left
+   * for the clients it did not finish, as the backlog metric; one that
+   * emptied every backlog says 0 without counting.
    */
   async pruneExpiredKeys(): Promise<number> {
-    const { batchSize, runBudgetMs } = this.config.keyPrune;
     const db = this.dataSource.manager;
-    const deadline = Date.now() + runBudgetMs;
-    const clients = startingAt(await this.clients.ids(), this.pruneResumesAt);
-    let pruned = 0;
-    let unfinished: string[] = [];
-    for (const [index, clientId] of clients.entries()) {
-      let drained = false;
-      while (!drained && Date.now() < deadline) {
-        const deleted = await this.keys.pruneExpired(db, clientId, batchSize);
-        pruned += deleted;
-        drained = deleted < batchSize;
-      }
-      if (!drained) {
-        unfinished = clients.slice(index);
-        break;
-      }
-    }
-    this.pruneResumesAt = unfinished[0];
-    let backlog = 0;
-    for (const clientId of unfinished) {
-      backlog += await this.keys.countExpired(db, clientId, PRUNE_BACKLOG_COUNT_CAP - backlog);
-      if (backlog >= PRUNE_BACKLOG_COUNT_CAP) break;
-    }
+    const run = await this.keyPrune.run(await this.clients.ids(), this.config.keyPrune.runBudgetMs);
+    const pruned = run.pruned.keys;
+    const backlog = await countBacklog(run.unfinished, (clientId, cap) => this.keys.countExpired(db, clientId, cap));
     this.metrics.expiredKeysBacklog.set(backlog);
     this.metrics.prunedKeys.inc(pruned);
     if (pruned > 0 || backlog > 0) this.logger.log({ msg: 'expired idempotency keys pruned', pruned, backlog });
@@ -416,10 +397,4 @@ export class ReconciliationService {
     const postponed = await this.ledger.postpone(operation, lease, row.id, { delayMs: Math.round(delayMs), countAttempt: true });
     return postponed ? 'postponed' : 'skipped';
   }
-}
-
-/** The clients (in id order) from `first` on, then those before it: where a prune run begins. */
-function startingAt(ids: string[], first: string | undefined): string[] {
-  const start = first === undefined ? 0 : ids.findIndex((id) => id >= first);
-  return start <= 0 ? ids : [...ids.slice(start), ...ids.slice(0, start)];
 }

@@ -60,6 +60,10 @@ const SINGLE_CLIENT = [
   'WebhookDeliveriesRepository.recordDelivered',
   'IdempotencyRepository.pruneExpired',
   'IdempotencyRepository.countExpired',
+  'EventsRepository.countMadeBefore',
+  'EventsRepository.pruneMadeBefore',
+  'ProcessedMessagesRepository.countOlderThan',
+  'ProcessedMessagesRepository.pruneOlderThan',
 ] as const;
 
 /** Statements that look across clients by nature: they reach every partition. */
@@ -225,6 +229,10 @@ describe('the schema, hash-partitioned by client_id', () => {
 
     await keys.countExpired(as('IdempotencyRepository.countExpired'), clientId, 10);
     await keys.pruneExpired(as('IdempotencyRepository.pruneExpired'), clientId, 10);
+    await events.countMadeBefore(as('EventsRepository.countMadeBefore'), clientId, Date.now(), 10);
+    await events.pruneMadeBefore(as('EventsRepository.pruneMadeBefore'), clientId, Date.now(), 10);
+    await messages.countOlderThan(as('ProcessedMessagesRepository.countOlderThan'), clientId, 0, 10);
+    await messages.pruneOlderThan(as('ProcessedMessagesRepository.pruneOlderThan'), clientId, 0, 10);
   }
 
   beforeAll(async () => {

@@ -1,9 +1,10 @@
 import { Queue } from 'bullmq';
 import { WEBHOOKS_QUEUE } from '../../src/merchant-events/webhooks.constants';
 import { RECONCILIATION_QUEUE } from '../../src/reconciliation/reconciliation.constants';
+import { RETENTION_QUEUE } from '../../src/retention/retention.constants';
 
 /** Every BullMQ queue the worker uses. */
-const WORKER_QUEUES = [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE];
+const WORKER_QUEUES = [RECONCILIATION_QUEUE, WEBHOOKS_QUEUE, RETENTION_QUEUE];
 
 /**
  * Removes every BullMQ key of the worker's queues under `prefix`, job

@@ -1,0 +1,5 @@
+export const RETENTION_QUEUE = 'retention';
+
+export const RetentionJobName = {
+  Prune: 'prune',
+} as const;
