@@ -12,6 +12,7 @@ import { IdempotencyRepository } from '../src/ledger/idempotency.repository';
 import { type Analyzer, keepStatisticsCurrent } from './bench/analyzer';
 import { type BacklogFigures, drainBacklog } from './bench/backlog';
 import { DatabaseCpu } from './bench/database-cpu';
+import { benchDatabase, integerIn } from './bench/options';
 import {
   type Figures,
   type SoakFigures,
@@ -96,12 +97,6 @@ interface Options {
   json: boolean;
 }
 
-function integerIn(name: string, raw: string, min: number, max: number): number {
-  const value = Number(raw);
-  if (!(Number.isInteger(value) && value >= min && value <= max)) throw new Error(`--${name} must be an integer in [${min}, ${max}]`);
-  return value;
-}
-
 function parseOptions(): Options | undefined {
   const { values } = parseArgs({
     options: {
@@ -125,10 +120,6 @@ function parseOptions(): Options | undefined {
   const scenarios = values.scenarios.split(',').map((name) => name.trim());
   const unknown = scenarios.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
-  // The bench empties its database and its queues: only a name that says whose they are.
-  if (!/^[a-z0-9_]+$/.test(values.database) || !values.database.includes('bench')) {
-    throw new Error(`--database must be lower-case letters, digits and _, and contain "bench" (got "${values.database}")`);
-  }
   return {
     scenarios: scenarios as Scenario[],
     seconds: integerIn('seconds', values.seconds, 1, 300),
@@ -138,7 +129,7 @@ function parseOptions(): Options | undefined {
     backlog: integerIn('backlog', values.backlog, 1, 100_000),
     pruneKeys: integerIn('prune-keys', values['prune-keys'], 1_000, 10_000_000),
     soakSeconds: integerIn('soak-seconds', values['soak-seconds'], 0, 86_400),
-    database: values.database,
+    database: benchDatabase(values.database),
     partitions: values.partitions === undefined ? undefined : integerIn('partitions', values.partitions, 2, 64),
     cpuProf: values['cpu-prof'],
     analyze: !values['no-analyze'],

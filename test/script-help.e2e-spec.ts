@@ -25,6 +25,7 @@ const SCRIPTS: [name: string, entry: string][] = [
   ['fuzz', 'scripts/fuzz.js'],
   ['model', 'scripts/model.js'],
   ['bench', 'scripts/bench.js'],
+  ['bench:retention', 'scripts/bench-retention.js'],
   ['profile', 'scripts/profile.js'],
   ['settle-latency', 'scripts/settle-latency.js'],
   ['sim', 'scripts/sim.js'],

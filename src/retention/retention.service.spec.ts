@@ -61,7 +61,7 @@ describe('RetentionService', () => {
     let now = 0;
     jest.spyOn(Date, 'now').mockImplementation(() => now);
     clients.ids = jest.fn().mockResolvedValue(['client_a', 'client_b']);
-    events.pruneMadeBefore = jest.fn(async () => {
+    events.pruneMadeBefore = jest.fn(async (_db: EntityManager, _clientId: string, _madeBefore: number, _limit: number) => {
       now += 600;
       return { events: 10, deliveries: 10 };
     });
