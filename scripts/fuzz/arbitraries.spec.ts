@@ -95,3 +95,26 @@ describe('fuzzRequest', () => {
     for (const unit of TEXT_UNITS) expect(texts.some((text) => text.includes(unit))).toBe(true);
   });
 });
+
+describe('resolve', () => {
+  /** A read of the events list after the cursor `index` names, for a client with no events yet: an unknown id. */
+  const cursorRead = (index: number): FuzzRequest => ({
+    family: 'read',
+    as: 'A',
+    method: 'GET',
+    target: { kind: 'cursor', resource: 'events', ref: { of: 'own', index }, extra: '' },
+    version: 'HTTP/1.1',
+    auth: { kind: 'bearer', credential: 'own', scheme: 'Bearer', gap: ' ', tail: '' },
+    headers: [],
+    framing: 'length',
+    eol: '\r\n',
+  });
+
+  it('expects an unknown event id as a cursor refused, but one made before the retention to end the list', () => {
+    const expectations = Array.from({ length: 3_000 }, (_, index) => resolve(STATE, cursorRead(index)).expect);
+
+    expect(expectations.filter((expected) => expected?.status === 400).length).toBeGreaterThan(2_900);
+    expect(expectations.filter((expected) => expected?.status === 200).length).toBeGreaterThan(0);
+    expect(expectations.every((expected) => expected?.status === 400 || expected?.status === 200)).toBe(true);
+  });
+});

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { type Credential, type EventBody, type FuzzRequest, type IdRef, OMIT_HOST, type Resource, type Who } from './arbitraries';
+import { loadConfig } from '../../src/config/app-config';
+import { eventIdTime, retentionCutoff } from '../../src/ledger/outbox';
 
 /**
  * Turns a generated request into the bytes sent, once the run knows the
@@ -21,6 +23,8 @@ const FORGED_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 /** Of the issued shape but never issued: it costs the API a lookup, and must fail it. */
 const UNISSUED_KEY = `sk_${'U'.repeat(43)}`;
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+/** The API under fuzzing keeps events for the default retention. */
+const EVENTS_RETENTION_DAYS = loadConfig({}).retention.eventsDays;
 
 export interface Expectation {
   status: number;
@@ -90,10 +94,14 @@ export function resolve(state: RunState, request: FuzzRequest): ResolvedRequest 
     const { resource } = request.target;
     const { id, exists } = idOf(state, resource, sender, request.target.ref);
     target = `/v1/${resource}?starting_after=${id}${request.target.extra}`;
-    expect =
-      request.target.ref.of === 'peer' || !exists
-        ? { status: 400, code: 'parameter_invalid', why: `${exists ? "another client's" : 'no'} ${resource} id as a cursor` }
-        : undefined;
+    if (!exists && resource === 'events' && eventIdTime(id) < retentionCutoff(EVENTS_RETENTION_DAYS)) {
+      expect = { status: 200, why: 'an unknown event id made before the retention as a cursor: the end of the list' };
+    } else {
+      expect =
+        request.target.ref.of === 'peer' || !exists
+          ? { status: 400, code: 'parameter_invalid', why: `${exists ? "another client's" : 'no'} ${resource} id as a cursor` }
+          : undefined;
+    }
   }
 
   const credentials = new Set<Who>();
