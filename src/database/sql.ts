@@ -126,6 +126,20 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
  * gets back, so no fragment depends on where another's parameters sit, and a
  * fragment that gains one shifts nobody else's.
  */
+/**
+ * A LIMIT written into a statement's text rather than passed as a parameter:
+ * a positive integer, nothing else. A prepared statement may be planned once
+ * for every value of its parameters (a generic plan), and a LIMIT parameter
+ * is planned as a tenth of the rows: a prune's batch of 1,000 joined back to
+ * its table is then planned as a hash join over the client's whole table. A
+ * batch size is fixed for the life of a process, so its literal costs one
+ * statement text, and every plan knows the batch's size.
+ */
+export function limitLiteral(limit: number): string {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a LIMIT must be a positive integer (got ${limit})`);
+  return String(limit);
+}
+
 export class Params {
   readonly values: unknown[] = [];
 

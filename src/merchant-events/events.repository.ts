@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { queryRow, queryRows } from '../database/sql';
+import { limitLiteral, queryRow, queryRows } from '../database/sql';
 import { type EventType, firstEventIdAt } from '../ledger/outbox';
 import { type EventRecord, eventsTable } from '../ledger/events.table';
 
@@ -62,7 +62,8 @@ export class EventsRepository {
    * their deliveries and they are deleted. Should a delivery of one of them
    * turn pending meanwhile (an operator's redelivery), it is not deleted, and
    * its event's foreign key fails the whole statement: nothing is pruned, and
-   * the next run passes over that event.
+   * the next run passes over that event. The batch size is in the text
+   * (limitLiteral), so a generic plan joins the batch back by primary key.
    */
   async pruneMadeBefore(
     db: EntityManager,
@@ -76,7 +77,7 @@ export class EventsRepository {
          SELECT e.id FROM events e
           WHERE e.client_id = $1 AND e.id < $2 AND NOT ${STILL_DELIVERING}
           ORDER BY e.id
-          LIMIT $3
+          LIMIT ${limitLiteral(limit)}
             FOR UPDATE SKIP LOCKED
        ), deliveries AS (
          DELETE FROM webhook_deliveries d USING batch
@@ -88,7 +89,7 @@ export class EventsRepository {
           RETURNING 1
        )
        SELECT (SELECT count(*)::int FROM events) AS events, (SELECT count(*)::int FROM deliveries) AS deliveries`,
-      [clientId, firstEventIdAt(madeBefore), limit],
+      [clientId, firstEventIdAt(madeBefore)],
     );
     return row;
   }

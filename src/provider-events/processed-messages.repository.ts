@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { queryRow, queryRows } from '../database/sql';
+import { limitLiteral, queryRow, queryRows } from '../database/sql';
 
 /** The processed_messages table: what makes an at-least-once consumer apply each message at most once. */
 @Injectable()
@@ -29,7 +29,8 @@ export class ProcessedMessagesRepository {
    * through processed_messages_client_processed_idx, in one statement that
    * skips rows a concurrent prune holds. Forgetting an old message is safe: it
    * moved its payment's provider_version to at least its own version, so
-   * should it come again it is refused as stale and changes nothing.
+   * should it come again it is refused as stale and changes nothing. The
+   * batch size is in the text (limitLiteral), as in the events' prune.
    */
   async pruneOlderThan(db: EntityManager, clientId: string, olderThanMs: number, limit: number): Promise<number> {
     const rows = await queryRows(
@@ -37,13 +38,13 @@ export class ProcessedMessagesRepository {
       `WITH batch AS MATERIALIZED (
          SELECT consumer, message_id FROM processed_messages
           WHERE client_id = $1 AND processed_at < now() - $2 * interval '1 millisecond'
-          LIMIT $3
+          LIMIT ${limitLiteral(limit)}
             FOR UPDATE SKIP LOCKED)
        DELETE FROM processed_messages m
         USING batch
         WHERE m.client_id = $1 AND m.consumer = batch.consumer AND m.message_id = batch.message_id
         RETURNING 1`,
-      [clientId, olderThanMs, limit],
+      [clientId, olderThanMs],
     );
     return rows.length;
   }
