@@ -39,7 +39,8 @@ Prints, per second, the events and messages past the retention still to
 prune, and the events written and pruned; then how long the seeded backlog
 took and the events pruned a second meanwhile (the prune's capacity), the
 largest backlog once drained (what keeping up leaves behind), and the
-writer's statement latency (p50, p99, max) alone and beside the prune.
+writer's statement latency (p50, p99, max) alone, beside the prune, and
+beside it once the seeded backlog is gone.
 
   --rate N               events written a second, 100 to 50000 (default 2500)
   --batch N              events per writer statement, 1 to 100 (default 20)
@@ -282,17 +283,22 @@ async function main(): Promise<void> {
 
     const writer = startWriter(pool, clients, options);
     /** Samples every second for `total` s: the backlogs, and what was written and pruned in that second. */
-    const sample = async (phase: string, total: number, pruning: boolean): Promise<{ seconds: Second[]; latencies: number[]; eventsPerS: number }> => {
+    const sample = async (
+      phase: string,
+      total: number,
+      pruning: boolean,
+    ): Promise<{ seconds: Second[]; latencies: number[][]; eventsPerS: number }> => {
       const started = performance.now();
       const writtenAtStart = writer.written();
       let writtenBefore = writtenAtStart;
       let eventsBefore = await eventsNow();
       const perSecond: Second[] = [];
-      const latencies: number[] = [];
+      /** Each second's statement latencies. */
+      const latencies: number[][] = [];
       for (let t = 1; t <= total; t++) {
         await delay(started + t * 1000 - performance.now());
         const taken = writer.take();
-        latencies.push(...taken);
+        latencies.push(taken);
         const [backlog, messagesBacklog, events] = await Promise.all([backlogNow(), messagesBacklogNow(), eventsNow()]);
         const written = writer.written();
         const second: Second = {
@@ -321,7 +327,7 @@ async function main(): Promise<void> {
     await delay(1_000);
     writer.take();
     const aloneRun = await sample('writer alone     ', options.writerSeconds, false);
-    const alone = latencyOf(aloneRun.latencies);
+    const alone = latencyOf(aloneRun.latencies.flat());
 
     const retention = new RetentionService(
       dataSource,
@@ -347,7 +353,7 @@ async function main(): Promise<void> {
       }
     })();
     const bothRun = await sample('writer and prune ', options.seconds, true);
-    const beside = latencyOf(bothRun.latencies);
+    const beside = latencyOf(bothRun.latencies.flat());
     const pruneSeconds = (performance.now() - pruneStarted) / 1000;
     await writer.stop();
     pruning = false;
@@ -356,6 +362,7 @@ async function main(): Promise<void> {
     const steadyBacklog = options.rate * ((options.intervalMs + 1_000) / 1000);
     const drained = bothRun.seconds.find((second) => second.backlog <= steadyBacklog);
     const afterDrain = drained === undefined ? [] : bothRun.seconds.slice(drained.t);
+    const besideOnceDrained = drained === undefined ? undefined : latencyOf(bothRun.latencies.slice(drained.t).flat());
 
     // Every event left past the retention must be one whose delivery is pending.
     const cutoff = firstEventIdAt(Date.now() - options.retentionSeconds * 1000);
@@ -374,6 +381,8 @@ async function main(): Promise<void> {
       writer_alone: { events_per_s: Math.round(aloneRun.eventsPerS), ...alone },
       writer_beside_prune: { events_per_s: Math.round(bothRun.eventsPerS), ...beside },
       p99_beside_over_alone: round(beside.p99_ms / alone.p99_ms),
+      /** The writer beside a prune that only keeps up, the seeded backlog gone. */
+      writer_beside_prune_once_drained: besideOnceDrained ?? null,
       pruned: { ...pruned, events_per_s: Math.round(pruned.events / pruneSeconds) },
       seeded_backlog_drained_after_s: drained?.t ?? null,
       /** What the prune does while it has work: events pruned a second until the seeded backlog was gone. */
