@@ -121,12 +121,6 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
 }
 
 /**
- * The parameters of one statement, numbered in the order they are added.
- * Each fragment of a statement adds its own values and writes the `$n` it
- * gets back, so no fragment depends on where another's parameters sit, and a
- * fragment that gains one shifts nobody else's.
- */
-/**
  * A LIMIT written into a statement's text rather than passed as a parameter:
  * a positive integer, nothing else. A prepared statement may be planned once
  * for every value of its parameters (a generic plan), and a LIMIT parameter
@@ -140,6 +134,12 @@ export function limitLiteral(limit: number): string {
   return String(limit);
 }
 
+/**
+ * The parameters of one statement, numbered in the order they are added.
+ * Each fragment of a statement adds its own values and writes the `$n` it
+ * gets back, so no fragment depends on where another's parameters sit, and a
+ * fragment that gains one shifts nobody else's.
+ */
 export class Params {
   readonly values: unknown[] = [];
 

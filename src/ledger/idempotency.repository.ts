@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { type Params, queryRow, queryRows } from '../database/sql';
+import { type Params, limitLiteral, queryRow, queryRows } from '../database/sql';
 import type { JsonAroundUpdatedAt } from './around-updated-at';
 import type { IdempotencyKeyRecord } from './idempotency-keys.table';
 import type { Lease, StoredResponse } from './lease';
@@ -385,13 +385,13 @@ export class IdempotencyRepository {
       `WITH batch AS MATERIALIZED (
          SELECT key FROM idempotency_keys
           WHERE client_id = $1 AND expires_at <= now()
-          LIMIT $2
+          LIMIT ${limitLiteral(batchSize)}
             FOR UPDATE SKIP LOCKED)
        DELETE FROM idempotency_keys k
         USING batch
         WHERE k.client_id = $1 AND k.key = batch.key
         RETURNING 1`,
-      [clientId, batchSize],
+      [clientId],
     );
     return rows.length;
   }
@@ -401,8 +401,8 @@ export class IdempotencyRepository {
     const row = await queryRow<{ count: number }>(
       db,
       `SELECT count(*)::int AS count
-         FROM (SELECT 1 FROM idempotency_keys WHERE client_id = $1 AND expires_at <= now() LIMIT $2) expired`,
-      [clientId, cap],
+         FROM (SELECT 1 FROM idempotency_keys WHERE client_id = $1 AND expires_at <= now() LIMIT ${limitLiteral(cap)}) expired`,
+      [clientId],
     );
     return row?.count ?? 0;
   }
