@@ -79,6 +79,10 @@ describe('queryRows and prepared statements', () => {
     expect(prepared.filter((statement) => statement === probe)).toHaveLength(1);
   });
 
+  it('plans a prepared statement for its values at every run, never on a generic plan', async () => {
+    expect(await queryRow(db.dataSource.manager, 'SHOW plan_cache_mode')).toEqual({ plan_cache_mode: 'force_custom_plan' });
+  });
+
   it('runs a transaction’s statements on its connection, prepared there, and fails them as TypeORM would', async () => {
     await db.dataSource.transaction(async (tx) => {
       await queryRows(tx, 'CREATE TEMP TABLE seen (id int PRIMARY KEY) ON COMMIT DROP');
@@ -97,6 +101,8 @@ describe('queryRows and prepared statements', () => {
     try {
       expect(await queryRow(unprepared.manager, probe, [1])).toEqual({ n: 2 });
       expect(await preparedOn(unprepared.manager)).toEqual([]);
+      // Nothing but what a transaction-pooling bouncer passes on is sent at start-up.
+      expect(await queryRow(unprepared.manager, 'SHOW plan_cache_mode')).toEqual({ plan_cache_mode: 'auto' });
     } finally {
       await unprepared.destroy();
     }

@@ -87,9 +87,10 @@ const statementNames = new Map<string, string>();
  * The name `text` is prepared under, when the data source prepares its
  * statements (DATABASE_PREPARED_STATEMENTS, see dataSourceOptions): pg
  * parses a named statement once per connection and afterwards sends only
- * its name and values, and Postgres may keep one plan for it. Without a
- * name, every execution is parsed and planned again: about two thirds of the
- * database's CPU per payment, for the same three statements. Off behind a
+ * its name and values; Postgres still plans it for those values at each run
+ * (plan_cache_mode, see dataSourceOptions). Without a name, every execution
+ * is parsed again: a third of the database's time per payment was parsing
+ * the same three statements. Off behind a
  * transaction-pooling PgBouncer, which hands each transaction any server
  * connection: one that never saw the statement prepared.
  */
@@ -122,9 +123,10 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
 
 /**
  * A LIMIT written into a statement's text rather than passed as a parameter:
- * a positive integer, nothing else. A prepared statement may be planned once
- * for every value of its parameters (a generic plan), and a LIMIT parameter
- * is planned as a tenth of the rows: a prune's batch of 1,000 joined back to
+ * a positive integer, nothing else. Should a prepared statement be planned
+ * once for every value of its parameters (a generic plan, which this
+ * service's connections do not allow), a LIMIT parameter is planned as a
+ * tenth of the rows: a prune's batch of 1,000 joined back to
  * its table is then planned as a hash join over the client's whole table. A
  * batch size is fixed for the life of a process, so its literal costs one
  * statement text, and every plan knows the batch's size.
