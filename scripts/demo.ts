@@ -598,7 +598,8 @@ class Demo {
           REVOKE_DEADLINE_MS,
         ),
       );
-      this.say.got(`${String(refusal ?? 'still answered 200')}, ${((Date.now() - started) / 1000).toFixed(1)} s after the revocation`);
+      const refused = refusal instanceof this.library.ApiError ? `${refusal.status} ${refusal.code}` : String(refusal ?? 'still 200');
+      this.say.got(`${refused}, ${((Date.now() - started) / 1000).toFixed(1)} s after the revocation`);
       this.say.check(
         refusal instanceof this.library.ApiError && refusal.status === 401 && refusal.code === 'unauthenticated' && refusal.attempts === 1,
         'the revoked key gets 401 unauthenticated, which the client does not retry',
@@ -684,6 +685,7 @@ class Demo {
     this.say.line('Another decline, delivered while both secrets sign:');
     const again = await this.pay(newKey(), card('pm_card_declined', 7_200));
     if (!again) return;
+    this.say.sent(`wait up to ${WEBHOOK_DEADLINE_MS / 1000} s for its event at ${receiver.url(DECLINES_ENDPOINT)}`);
     const receipt = await poll(() => deliveredTo(receiver, DECLINES_ENDPOINT, again.id), (found) => found !== undefined, WEBHOOK_DEADLINE_MS);
     const signatures = receipt?.receipt.headers['webhook-signature'].split(' ') ?? [];
     this.say.got(`webhook-signature: ${signatures.map((signature) => `${signature.slice(0, 8)}…`).join(' ') || 'no delivery'}`);
@@ -825,7 +827,7 @@ async function withDatabase<T>(config: AppConfig, use: (dataSource: DataSource) 
 
 /** A client's keys as client:list shows them, on one line. */
 function describeKeys(keys: ClientView['keys']): string {
-  return keys.map((key) => `${key.id} ${key.prefix}… ${key.status}${key.expires_at ? ` until ${key.expires_at}` : ''}`).join('; ');
+  return keys.map((key) => `${key.id} ${key.prefix}… ${key.status}${key.status === 'expiring' ? ` until ${key.expires_at}` : ''}`).join('; ');
 }
 
 function describeEndpoint(endpoint: WebhookEndpoint): string {
