@@ -2,8 +2,11 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import type { DataSource } from 'typeorm';
+import { ApiKeysService, type ClientView } from '../src/clients/api-keys.service';
+import { ClientsRepository } from '../src/clients/clients.repository';
 import { SecretBox } from '../src/common/secret-box';
-import { onboardClient } from '../src/merchant-events/client-onboarding';
+import { type OnboardedClient, onboardClient } from '../src/merchant-events/client-onboarding';
 import { type AppConfig, loadConfigOrExit } from '../src/config/app-config';
 import { createDataSource } from '../src/database/data-source';
 import type { Charge, ListedChargeEvent } from '../src/mock-provider/mock-provider.types';
@@ -11,10 +14,11 @@ import { providerKeyFor } from '../src/ledger/payment-id';
 import { runAudit } from './audit';
 import type * as ClientLibrary from '../client/src/index.js';
 import type { Event as MerchantEvent, EventType, Payment, PaymentCreateParams, PaymentsClient, RefundCreateParams } from '../client/src/index.js';
+import type { components } from '../client/src/generated/api-types.js';
 import { loadClientLibrary } from './lib/client-library';
 import { type ManagedProcess, type ProcessExit, startApiProcess } from '../test/support/processes';
 import { type BodyFacts, describeBody } from '../test/support/reply-recorder';
-import { WebhookReceiver } from '../test/support/webhook-receiver';
+import { type Receipt, WebhookReceiver } from '../test/support/webhook-receiver';
 
 /**
  * `npm run demo`: a narrated walk through what the service exists for, against
@@ -31,8 +35,9 @@ const USAGE = `Usage: npm run demo -- [--api URL] [--provider URL] [--api-key sk
 A narrated walk through the service's scenarios against a RUNNING stack: a
 first payment, a lost provider reply, a reused key, 20 concurrent retries, a
 decline, a refund (and one too many), a pending charge settled by the
-provider's event, a crash mid-payment
-finished by the worker, the merchant's events, then the ledger audit. Exit 0
+provider's event, a crash mid-payment finished by the worker, the merchant's
+events, the API key rolled and the old one revoked (not with --api-key), the
+merchant's webhook endpoints (with --webhooks), then the ledger audit. Exit 0
 when every step behaved as narrated, 1 when one did not, 2 when it could not run.
   --api URL       the API (default http://localhost:3000)
   --provider URL  the mock provider (default http://localhost:4010)
@@ -56,6 +61,12 @@ const WEBHOOK_DEADLINE_MS = 30_000;
 /** The API answers the provider's event once its effect is committed, so the payment can read succeeded a moment before. */
 const EVENT_ACK_DEADLINE_MS = 10_000;
 const POLL_MS = 200;
+/** A revoked key is refused by every API process within 2 s (AUTH_CACHE_TTL_MS is at most 1 s); slack for a busy machine. */
+const REVOKE_DEADLINE_MS = 10_000;
+/** How long the old key keeps working after the roll, and the old webhook secret after its rotation. */
+const OVERLAP_HOURS = 1;
+/** The receiver's path for the endpoint the merchant adds over the API (the first one, client:create's, is 'demo'). */
+const DECLINES_ENDPOINT = 'declines';
 const CONCURRENT_RETRIES = 20;
 /**
  * The crash step's own API: its lease is what the worker waits out before it
@@ -189,6 +200,11 @@ class Wire {
 /** What the client library a team installs gives the demo: its client class and its errors. */
 type Library = typeof ClientLibrary;
 
+type WebhookEndpoint = components['schemas']['WebhookEndpointResource'];
+type WebhookEndpointWithSecret = components['schemas']['WebhookEndpointWithSecret'];
+type WebhookEndpointList = components['schemas']['WebhookEndpointList'];
+type DeletedWebhookEndpoint = components['schemas']['DeletedWebhookEndpoint'];
+
 class Demo {
   private readonly finals = new Map<string, EventType>();
   /** The first step's key, which the third reuses with another body. */
@@ -197,6 +213,8 @@ class Demo {
   private firstPayment?: Payment;
   private readonly wire: Wire;
   private api!: PaymentsClient;
+  /** The key `api` pays with: the key step rolls it. */
+  private apiKey!: string;
 
   constructor(
     private readonly library: Library,
@@ -224,7 +242,9 @@ class Demo {
     });
   }
 
-  async run(apiKey: string, receiver: WebhookReceiver | undefined): Promise<void> {
+  /** `own`: the client the demo made for this run (none with --api-key), whose key it may roll. */
+  async run(apiKey: string, own: OnboardedClient | undefined, receiver: WebhookReceiver | undefined): Promise<void> {
+    this.apiKey = apiKey;
     this.api = this.client(this.options.apiUrl, apiKey);
     await this.firstAttempt();
     await this.lostReply();
@@ -235,6 +255,8 @@ class Demo {
     await this.pendingSettledByEvent();
     await this.crashFinishedByWorker(apiKey);
     await this.merchantEvents(receiver);
+    await this.apiKeyRolled(own);
+    await this.webhookEndpoints(own, receiver);
     await this.audit();
   }
 
@@ -517,13 +539,167 @@ class Demo {
 
     const ids = new Set(ours.map((event) => event.id));
     this.say.sent(`wait up to ${WEBHOOK_DEADLINE_MS / 1000} s for a verified delivery of each of them at ${receiver.url('demo')}`);
-    const deadline = Date.now() + WEBHOOK_DEADLINE_MS;
     const delivered = () =>
       new Set(receiver.receipts('demo').filter((r) => r.verified && r.answer === 204 && ids.has(r.webhookId)).map((r) => r.webhookId));
-    while (delivered().size < ids.size && Date.now() < deadline) await delay(POLL_MS);
+    await poll(delivered, (found) => found.size >= ids.size, WEBHOOK_DEADLINE_MS);
     const receipts = receiver.receipts('demo');
     this.say.got(`${receipts.length} webhook requests, ${delivered().size} distinct events, signatures verified: ${receipts.every((r) => r.verified)}`);
     this.say.check(delivered().size === ids.size, 'every event was delivered to the merchant\'s endpoint, signed, under webhook-id = event id');
+  }
+
+  private async apiKeyRolled(own: OnboardedClient | undefined): Promise<void> {
+    this.say.step(
+      'The API key rolled, then the old one revoked',
+      'What the operator runs when a merchant\'s key must change: npm run client:key -- --roll gives the client a new key ' +
+        `and lets the old one work ${OVERLAP_HOURS} hour(s) more, so the merchant moves to the new one without a failed request; ` +
+        '--revoke stops a key now: every API process refuses it within 2 s. The demo runs the code of these commands, and of ' +
+        'npm run client:list, on DATABASE_URL.',
+    );
+    const payment = this.firstPayment;
+    if (!own) {
+      this.say.note('skipped: this run pays with --api-key, a key the demo does not own');
+      return;
+    }
+    if (!payment) return;
+    await withDatabase(this.config, async (dataSource) => {
+      const keys = new ApiKeysService(new ClientsRepository(dataSource));
+      const keysOf = async () => (await keys.list()).find((client) => client.id === own.id)?.keys ?? [];
+      this.say.sent('npm run client:list');
+      const before = await keysOf();
+      this.say.got(`client ${own.id}: ${describeKeys(before)}`);
+      const [old] = before;
+      if (!this.say.check(before.length === 1 && old.status === 'active', 'the client has one key, active')) return;
+
+      this.say.sent(`npm run client:key -- --roll ${old.id} --expires-in-hours ${OVERLAP_HOURS}`);
+      const rolled = await keys.roll(old.id, String(OVERLAP_HOURS));
+      this.say.got(JSON.stringify({ ...rolled, api_key: `${rolled.prefix}…` }));
+      const overlapMs = Date.parse(rolled.rolled.expires_at) - Date.now();
+      this.say.check(
+        rolled.rolled.id === old.id && overlapMs > 0 && overlapMs <= OVERLAP_HOURS * 3_600_000,
+        `a new key, ${rolled.id}, shown this once; the old one ends in ${OVERLAP_HOURS} hour(s)`,
+      );
+      const oldClient = this.api;
+      const newClient = this.client(this.options.apiUrl, rolled.api_key);
+      this.say.line('Until then both keys work: the merchant reads the first payment with the new key, then with the old one:');
+      const byNew = await newClient.payments.retrieve(payment.id).catch(() => undefined);
+      const byOld = await oldClient.payments.retrieve(payment.id).catch(() => undefined);
+      this.say.check(byNew?.id === payment.id && byOld?.id === payment.id, 'both answered 200 with the payment');
+
+      this.say.sent(`npm run client:key -- --revoke ${old.id}`);
+      const revoked = await keys.revoke(old.id);
+      this.say.got(JSON.stringify(revoked));
+      this.say.check(revoked.status === 'revoked' && !revoked.already_revoked, 'the old key revoked, now');
+      this.say.sent(`GET /v1/payments/${payment.id} with the old key, every ${POLL_MS} ms, until it is refused (at most ${REVOKE_DEADLINE_MS / 1000} s)`);
+      const started = Date.now();
+      const refusal = await this.wire.muted(() =>
+        poll(
+          () => oldClient.payments.retrieve(payment.id).then(() => undefined, (caught: unknown) => caught),
+          (error) => error !== undefined,
+          REVOKE_DEADLINE_MS,
+        ),
+      );
+      const refused = refusal instanceof this.library.ApiError ? `${refusal.status} ${refusal.code}` : String(refusal ?? 'still 200');
+      this.say.got(`${refused}, ${((Date.now() - started) / 1000).toFixed(1)} s after the revocation`);
+      this.say.check(
+        refusal instanceof this.library.ApiError && refusal.status === 401 && refusal.code === 'unauthenticated' && refusal.attempts === 1,
+        'the revoked key gets 401 unauthenticated, which the client does not retry',
+      );
+      this.say.line('The new key goes on working:');
+      const after = await newClient.payments.retrieve(payment.id).catch(() => undefined);
+      this.say.check(after?.id === payment.id, '200 with the payment');
+      this.say.sent('npm run client:list');
+      const listed = await keysOf();
+      this.say.got(`client ${own.id}: ${describeKeys(listed)}`);
+      this.say.check(
+        listed.find((key) => key.id === old.id)?.status === 'revoked' && listed.find((key) => key.id === rolled.id)?.status === 'active',
+        `${old.id} revoked, ${rolled.id} active; the rest of the demo pays with the new key`,
+      );
+      this.api = newClient;
+      this.apiKey = rolled.api_key;
+    });
+  }
+
+  private async webhookEndpoints(own: OnboardedClient | undefined, receiver: WebhookReceiver | undefined): Promise<void> {
+    this.say.step(
+      'Webhook endpoints, managed by the merchant',
+      'A client adds, lists, disables and deletes its own endpoints through /v1/webhook_endpoints, each with the event ' +
+        'types it asks for and a secret of its own, shown once. rotate_secret makes a new secret; the old one keeps signing ' +
+        'beside it for expires_in_hours, so a receiver holding either verifies while the merchant deploys the new one.',
+    );
+    if (!receiver || !own?.webhook_endpoint) {
+      this.say.note('skipped: webhooks are off in this run (--webhooks)');
+      return;
+    }
+    const created = await this.merchantCall<WebhookEndpointWithSecret>('POST', '/v1/webhook_endpoints', {
+      url: receiver.url(DECLINES_ENDPOINT),
+      enabled_events: ['payment.failed'],
+      description: 'declines only',
+    });
+    const endpoint = created.body;
+    if (
+      !this.say.check(
+        created.status === 201 && endpoint?.secret.startsWith('whsec_') === true && endpoint.enabled_events.join() === 'payment.failed',
+        '201: the endpoint, for payment.failed only, with its secret (shown this once; the receiver verifies with it)',
+      ) ||
+      !endpoint
+    ) {
+      return;
+    }
+    receiver.trust(DECLINES_ENDPOINT, endpoint.secret);
+
+    const listed = await this.merchantCall<WebhookEndpointList>('GET', '/v1/webhook_endpoints');
+    for (const each of listed.body?.data ?? []) this.say.note(describeEndpoint(each));
+    this.say.check(
+      listed.body?.data.map((each) => each.id).join() === [endpoint.id, own.webhook_endpoint].join(),
+      'the new endpoint, then the first one (client:create\'s, every event type): newest first, no secret',
+    );
+
+    this.say.line('A decline and a success; only the decline\'s event is for the new endpoint:');
+    const declined = await this.pay(newKey(), card('pm_card_declined', 7_000));
+    const paid = await this.pay(newKey(), card('pm_card_ok', 7_100));
+    if (!declined || !paid) return;
+    this.say.sent(`wait up to ${WEBHOOK_DEADLINE_MS / 1000} s for the decline's event at ${receiver.url(DECLINES_ENDPOINT)} and the success's at ${receiver.url('demo')}`);
+    await poll(
+      () => deliveredTo(receiver, DECLINES_ENDPOINT, declined.id) !== undefined && deliveredTo(receiver, 'demo', paid.id) !== undefined,
+      (both) => both,
+      WEBHOOK_DEADLINE_MS,
+    );
+    const got = receiver.receipts(DECLINES_ENDPOINT).map((receipt) => eventOf(receipt.body));
+    this.say.got(`${DECLINES_ENDPOINT}: ${got.map((event) => `${event?.type} ${event?.data.object.id}`).join(', ') || 'nothing'}`);
+    this.say.check(
+      deliveredTo(receiver, DECLINES_ENDPOINT, declined.id)?.type === 'payment.failed' &&
+        deliveredTo(receiver, 'demo', paid.id) !== undefined &&
+        got.every((event) => event?.data.object.id === declined.id),
+      'the new endpoint got payment.failed for the decline, signed with its secret, and nothing of the success, which the first endpoint got',
+    );
+
+    const rotated = await this.merchantCall<WebhookEndpointWithSecret>('POST', `/v1/webhook_endpoints/${endpoint.id}/rotate_secret`, {
+      expires_in_hours: OVERLAP_HOURS,
+    });
+    this.say.check(
+      rotated.status === 200 && rotated.body?.secret.startsWith('whsec_') === true && rotated.body.secret !== endpoint.secret,
+      `200: a new secret, shown this once; the old one signs beside it for ${OVERLAP_HOURS} hour(s)`,
+    );
+    if (!rotated.body) return;
+    receiver.trust(DECLINES_ENDPOINT, rotated.body.secret);
+    this.say.line('Another decline, delivered while both secrets sign:');
+    const again = await this.pay(newKey(), card('pm_card_declined', 7_200));
+    if (!again) return;
+    this.say.sent(`wait up to ${WEBHOOK_DEADLINE_MS / 1000} s for its event at ${receiver.url(DECLINES_ENDPOINT)}`);
+    const receipt = await poll(() => deliveredTo(receiver, DECLINES_ENDPOINT, again.id), (found) => found !== undefined, WEBHOOK_DEADLINE_MS);
+    const signatures = receipt?.receipt.headers['webhook-signature'].split(' ') ?? [];
+    this.say.got(`webhook-signature: ${signatures.map((signature) => `${signature.slice(0, 8)}…`).join(' ') || 'no delivery'}`);
+    this.say.check(
+      receipt !== undefined && signatures.length === 2 && verifiesWith(this.library, receipt.receipt, endpoint.secret),
+      'two signatures: the delivery verifies with the new secret and with the old one',
+    );
+
+    const disabled = await this.merchantCall<WebhookEndpoint>('POST', `/v1/webhook_endpoints/${endpoint.id}`, { disabled: true });
+    this.say.check(disabled.status === 200 && disabled.body?.status === 'disabled', '200: disabled, it gets no event until enabled again');
+    const deleted = await this.merchantCall<DeletedWebhookEndpoint>('DELETE', `/v1/webhook_endpoints/${endpoint.id}`);
+    this.say.check(deleted.status === 200 && deleted.body?.deleted === true, '200: deleted');
+    const gone = await this.merchantCall('GET', `/v1/webhook_endpoints/${endpoint.id}`);
+    this.say.check(gone.status === 404 && gone.code === 'resource_missing', 'a deleted endpoint is 404 resource_missing');
   }
 
   private async audit(): Promise<void> {
@@ -542,6 +718,26 @@ class Demo {
     this.say.check(report.ok, 'the ledgers agree', JSON.stringify(Object.fromEntries(broken)));
   }
 
+  /**
+   * One request to /v1/webhook_endpoints with the demo's key, through the
+   * narrating fetch (the client library has no calls for these routes): the
+   * status, and the body of a 2xx or the code of an error; none of them
+   * when no answer came.
+   */
+  private async merchantCall<T>(method: string, path: string, body?: object): Promise<{ status?: number; body?: T; code?: string }> {
+    try {
+      const response = await this.wire.fetch(`${this.options.apiUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.apiKey}`, ...(body && { 'content-type': 'application/json' }) },
+        body: body && JSON.stringify(body),
+      });
+      const text = await response.text();
+      return { status: response.status, ...(response.ok ? { body: JSON.parse(text) as T } : { code: describeBody(text).code }) };
+    } catch {
+      return {};
+    }
+  }
+
   /** api.payments.create: the payment, succeeded or (from a DeclineError) failed; undefined when the call rejected otherwise. */
   private async pay(key: string, body: PaymentCreateParams, options: { deadlineMs?: number } = {}): Promise<Payment | undefined> {
     return this.api.payments.create(body, { idempotencyKey: key, ...options }).catch((error: unknown) => {
@@ -555,15 +751,8 @@ class Demo {
     return events.find((event) => event.data.reference === paymentId && event.type === 'charge.succeeded');
   }
 
-  private async pollUntilFinal(id: string, timeoutMs: number): Promise<Payment | undefined> {
-    const deadline = Date.now() + timeoutMs;
-    const read = () => this.api.payments.retrieve(id).catch(() => undefined);
-    let payment = await read();
-    while (payment?.status === 'pending' && Date.now() < deadline) {
-      await delay(POLL_MS);
-      payment = await read();
-    }
-    return payment;
+  private pollUntilFinal(id: string, timeoutMs: number): Promise<Payment | undefined> {
+    return poll(() => this.api.payments.retrieve(id).catch(() => undefined), (payment) => payment?.status !== 'pending', timeoutMs);
   }
 
   /**
@@ -616,6 +805,62 @@ async function exitWithin(child: ManagedProcess, timeoutMs: number): Promise<Pro
   }
 }
 
+/** `read` every POLL_MS until `done` says yes or timeoutMs pass: its last value. */
+async function poll<T>(read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let value = await read();
+  while (!done(value) && Date.now() < deadline) {
+    await delay(POLL_MS);
+    value = await read();
+  }
+  return value;
+}
+
+async function withDatabase<T>(config: AppConfig, use: (dataSource: DataSource) => Promise<T>): Promise<T> {
+  const dataSource = await createDataSource(config).initialize();
+  try {
+    return await use(dataSource);
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+/** A client's keys as client:list shows them, on one line. */
+function describeKeys(keys: ClientView['keys']): string {
+  return keys.map((key) => `${key.id} ${key.prefix}… ${key.status}${key.status === 'expiring' ? ` until ${key.expires_at}` : ''}`).join('; ');
+}
+
+function describeEndpoint(endpoint: WebhookEndpoint): string {
+  return `${endpoint.id} ${endpoint.status} [${endpoint.enabled_events.join(', ')}] ${endpoint.url}${endpoint.description ? ` (${endpoint.description})` : ''}`;
+}
+
+function eventOf(body: string): MerchantEvent | undefined {
+  try {
+    return JSON.parse(body) as MerchantEvent;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The verified, acknowledged delivery to endpoint `name` of an event of `objectId`, if one came. */
+function deliveredTo(receiver: WebhookReceiver, name: string, objectId: string): { receipt: Receipt; type: EventType } | undefined {
+  for (const receipt of receiver.receipts(name)) {
+    const event = eventOf(receipt.body);
+    if (receipt.verified && receipt.answer === 204 && event?.data.object.id === objectId) return { receipt, type: event.type };
+  }
+  return undefined;
+}
+
+/** Whether a delivery verifies with `secret`, as the merchant's code checks it with the client library. */
+function verifiesWith(library: Library, receipt: Receipt, secret: string): boolean {
+  try {
+    library.verifyWebhook(receipt.body, receipt.headers, secret);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function card(paymentMethod: string, amount: number): PaymentCreateParams {
   return { amount, currency: 'EUR', payment_method: paymentMethod };
 }
@@ -630,7 +875,7 @@ function describe(answer: Answer | undefined): string {
   const parts: string[] = [String(answer.status)];
   const { code, paymentId, paymentStatus, refundId, refundStatus, chargeId } = answer.facts;
   if (code) parts.push(code);
-  if (paymentId ?? refundId) parts.push(`${paymentId ?? refundId} ${paymentStatus ?? refundStatus}`);
+  if (paymentId ?? refundId) parts.push([paymentId ?? refundId, paymentStatus ?? refundStatus].filter(Boolean).join(' '));
   if (chargeId) parts.push(`charge ${chargeId}`);
   if (answer.replayed) parts.push('Idempotent-Replayed: true');
   if (answer.retryAfter !== null) parts.push(`Retry-After: ${answer.retryAfter}`);
@@ -696,13 +941,10 @@ async function reachable(url: string, waitMs: number): Promise<boolean> {
   }
 }
 
-async function createDemoClient(config: AppConfig, webhookUrl: string | undefined) {
-  const dataSource = await createDataSource(config).initialize();
-  try {
-    return await onboardClient(dataSource, { box: new SecretBox(config.secrets), policy: { allowPrivate: config.webhooks.allowPrivateUrls } }, `demo ${new Date().toISOString()}`, { webhookUrl });
-  } finally {
-    await dataSource.destroy();
-  }
+function createDemoClient(config: AppConfig, webhookUrl: string | undefined): Promise<OnboardedClient> {
+  return withDatabase(config, (dataSource) =>
+    onboardClient(dataSource, { box: new SecretBox(config.secrets), policy: { allowPrivate: config.webhooks.allowPrivateUrls } }, `demo ${new Date().toISOString()}`, { webhookUrl }),
+  );
 }
 
 async function main(): Promise<number> {
@@ -723,14 +965,15 @@ async function main(): Promise<number> {
   const receiver = options.webhooks ? await WebhookReceiver.start() : undefined;
   try {
     let apiKey = options.apiKey;
+    let own: OnboardedClient | undefined;
     if (!apiKey) {
-      const client = await createDemoClient(config, receiver?.url('demo'));
-      if (receiver && client.webhook_secret) receiver.trust('demo', client.webhook_secret);
-      apiKey = client.api_key;
-      say.line(`A client of the demo's own: ${client.id}${receiver ? `, webhook endpoint ${receiver.url('demo')}` : ''}.`);
+      own = await createDemoClient(config, receiver?.url('demo'));
+      if (receiver && own.webhook_secret) receiver.trust('demo', own.webhook_secret);
+      apiKey = own.api_key;
+      say.line(`A client of the demo's own: ${own.id}${receiver ? `, webhook endpoint ${receiver.url('demo')}` : ''}.`);
     }
     say.line(`API ${options.apiUrl}, provider ${options.providerUrl}.`);
-    await new Demo(library, options, config, say).run(apiKey, receiver);
+    await new Demo(library, options, config, say).run(apiKey, own, receiver);
   } finally {
     await receiver?.close();
   }

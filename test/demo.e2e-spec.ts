@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { ApiKeysService } from '../src/clients/api-keys.service';
+import { ClientsRepository } from '../src/clients/clients.repository';
 import { freePort } from './support/private-redis';
 import type { ApiProcess, WorkerProcess } from './support/processes';
 import { ProcessStack } from './support/process-stack';
@@ -18,6 +20,8 @@ const STEPS = [
   "A pending payment settled by the provider's event",
   'A crash mid-payment, finished by the worker',
   'Merchant events',
+  'The API key rolled, then the old one revoked',
+  'Webhook endpoints, managed by the merchant',
   'The ledger audit',
 ];
 
@@ -81,6 +85,27 @@ describe('npm run demo', () => {
       expect(section).toMatch(/^ {2}ok {3}/m);
     }
     expect(stdout).toContain('Every step behaved as narrated.');
+
+    // What the key and endpoint steps left behind, read from the database rather than from the narration.
+    const [own] = (await new ApiKeysService(new ClientsRepository(stack.db)).list()).filter((client) => client.name.startsWith('demo 2'));
+    expect(own.keys.map((key) => key.status)).toEqual(['revoked', 'active']);
+    const endpoints = await stack.db.query<{ id: string; enabled_events: string[]; deleted: boolean }[]>(
+      `SELECT id, enabled_events, deleted_at IS NOT NULL AS deleted FROM webhook_endpoints WHERE client_id = $1 ORDER BY created_at`,
+      [own.id],
+    );
+    expect(endpoints.map(({ enabled_events, deleted }) => ({ enabled_events, deleted }))).toEqual([
+      { enabled_events: ['*'], deleted: false },
+      { enabled_events: ['payment.failed'], deleted: true },
+    ]);
+    // The merchant's endpoint was written a delivery for the declines after it, and for nothing else.
+    const deliveries = await stack.db.query<{ type: string; status: string }[]>(
+      `SELECT e.type, d.status FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.endpoint_id = $1`,
+      [endpoints[1].id],
+    );
+    expect(deliveries).toEqual([
+      { type: 'payment.failed', status: 'delivered' },
+      { type: 'payment.failed', status: 'delivered' },
+    ]);
   });
 
   it('exits 2, having run no step, when the stack is not there', async () => {
