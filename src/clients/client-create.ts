@@ -4,7 +4,7 @@ import { SecretBox } from '../common/secret-box';
 import { loadConfigOrExit } from '../config/app-config';
 import { createDataSource } from '../database/data-source';
 import { onboardClient } from '../merchant-events/client-onboarding';
-import { webhookUrlRefusal } from '../merchant-events/webhook-url-policy';
+import { DomainError } from '../common/domain-error';
 
 const USAGE = 'usage: npm run client:create -- --name NAME [--webhook-url URL]\n';
 
@@ -32,15 +32,15 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const webhookUrl = values['webhook-url'];
   const policy = { allowPrivate: config.webhooks.allowPrivateUrls };
-  const refusal = webhookUrl === undefined ? undefined : await webhookUrlRefusal(webhookUrl, policy);
-  if (refusal !== undefined) {
-    process.stderr.write(`client:create: --webhook-url refused: ${refusal}\n`);
-    process.exit(2);
-  }
   const dataSource = await createDataSource(config).initialize();
   try {
     const client = await onboardClient(dataSource, { box: new SecretBox(config.secrets), policy }, values.name, { webhookUrl });
     process.stdout.write(`${JSON.stringify(client)}\n`);
+  } catch (error) {
+    // onboardClient checks the URL before it writes anything.
+    if (!(error instanceof DomainError && error.details.param === 'url')) throw error;
+    process.stderr.write(`client:create: --webhook-url refused: ${error.message}\n`);
+    process.exitCode = 2;
   } finally {
     await dataSource.destroy();
   }

@@ -5,7 +5,7 @@ import type { ApiClient } from '../clients/clients.table';
 import type { SecretBox } from '../common/secret-box';
 import { createEndpoint } from './webhook-endpoints.service';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository';
-import type { WebhookUrlPolicy } from './webhook-url-policy';
+import { type WebhookUrlPolicy, checkedWebhookUrl } from './webhook-url-policy';
 
 export type OnboardedClient = ApiClient & {
   api_key: string;
@@ -25,10 +25,12 @@ export async function onboardClient(
   name: string,
   options: { webhookUrl?: string } = {},
 ): Promise<OnboardedClient> {
+  // Checked before the transaction: the check resolves the host.
+  const url = options.webhookUrl === undefined ? undefined : await checkedWebhookUrl(options.webhookUrl, policy);
   return dataSource.transaction(async (tx) => {
     const client = await new ClientsService(new ClientsRepository(dataSource)).create(name, tx);
-    if (options.webhookUrl === undefined) return client;
-    const endpoint = await createEndpoint(tx, { endpoints: new WebhookEndpointsRepository(), box, policy }, client.id, { url: options.webhookUrl });
+    if (url === undefined) return client;
+    const endpoint = await createEndpoint(tx, { endpoints: new WebhookEndpointsRepository(), box }, client.id, { url });
     return { ...client, webhook_endpoint: endpoint.id, webhook_url: endpoint.url, webhook_secret: endpoint.secret };
   });
 }

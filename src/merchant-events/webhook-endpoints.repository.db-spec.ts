@@ -21,7 +21,7 @@ describe('WebhookEndpointsRepository on Postgres', () => {
 
   const manager = () => db.dataSource.manager;
   const create = (clientId: string, body: Partial<CreateWebhookEndpointDto> = {}) =>
-    db.dataSource.transaction((tx) => createEndpoint(tx, { endpoints, box, policy: { allowPrivate: true } }, clientId, { url: 'http://127.0.0.1:9/hooks', ...body }));
+    db.dataSource.transaction((tx) => createEndpoint(tx, { endpoints, box }, clientId, { url: 'http://127.0.0.1:9/hooks', ...body }));
   const deliveriesOf = async (eventIdOf: () => Promise<string>) => {
     const eventId = await eventIdOf();
     const rows = (await db.dataSource.query(`SELECT endpoint_id, status, last_error FROM webhook_deliveries WHERE event_id = $1 ORDER BY endpoint_id`, [

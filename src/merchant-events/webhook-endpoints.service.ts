@@ -38,6 +38,9 @@ interface Answer {
   resource: object & { secret?: string };
 }
 
+/** The part of an endpoint write that runs in its transaction. */
+type TransactionalWrite = (tx: EntityManager) => Promise<Answer>;
+
 /** A concurrent request claimed the key during the write: rolled back, and the key read again. */
 class KeyTaken extends Error {}
 
@@ -69,31 +72,36 @@ export class WebhookEndpointsService {
   }
 
   create(command: EndpointWriteCommand, body: CreateWebhookEndpointDto): Promise<HttpReply> {
-    return this.write(command, async (tx) => ({
-      status: 201,
-      resource: await createEndpoint(tx, { endpoints: this.endpoints, box: this.box, policy: this.policy }, command.clientId, body),
-    }));
+    return this.write(command, async () => {
+      const url = await checkedWebhookUrl(body.url, this.policy);
+      return async (tx) => ({
+        status: 201,
+        resource: await createEndpoint(tx, { endpoints: this.endpoints, box: this.box }, command.clientId, { ...body, url }),
+      });
+    });
   }
 
   /** Disabling (or deleting) stops the endpoint's pending deliveries in the same commit, and no other endpoint's. */
   update(command: EndpointWriteCommand, id: string, body: UpdateWebhookEndpointDto): Promise<HttpReply> {
-    return this.write(command, async (tx) => {
+    return this.write(command, async () => {
       const url = body.url === undefined ? undefined : await checkedWebhookUrl(body.url, this.policy);
       const status = body.disabled === undefined ? undefined : body.disabled ? 'disabled' : 'enabled';
-      const row = await this.endpoints.update(tx, command.clientId, checkedId(id), {
-        url,
-        enabledEvents: body.enabled_events,
-        status,
-        description: body.description,
-      });
-      if (!row) throw endpointNotFound(id);
-      if (status === 'disabled') await this.deliveries.stopPending(tx, { clientId: command.clientId, endpointId: row.id }, 'endpoint disabled');
-      return { status: 200, resource: toWebhookEndpointResource(row) };
+      return async (tx) => {
+        const row = await this.endpoints.update(tx, command.clientId, checkedId(id), {
+          url,
+          enabledEvents: body.enabled_events,
+          status,
+          description: body.description,
+        });
+        if (!row) throw endpointNotFound(id);
+        if (status === 'disabled') await this.deliveries.stopPending(tx, { clientId: command.clientId, endpointId: row.id }, 'endpoint disabled');
+        return { status: 200, resource: toWebhookEndpointResource(row) };
+      };
     });
   }
 
   rotateSecret(command: EndpointWriteCommand, id: string, expiresInHours = DEFAULT_PREVIOUS_SECRET_HOURS): Promise<HttpReply> {
-    return this.write(command, async (tx) => {
+    return this.write(command, async () => async (tx) => {
       const secret = generateWebhookSecret();
       const row = await this.endpoints.rotateSecret(tx, command.clientId, checkedId(id), this.box.seal(secret), expiresInHours);
       if (!row) throw endpointNotFound(id);
@@ -125,13 +133,15 @@ export class WebhookEndpointsService {
   }
 
   /**
-   * Runs `write` in one transaction and answers it; with a key, reads the key
-   * first (a replay, or a 422 for another request, writes nothing) and claims
-   * it with the answer in the write's transaction. A refusal (400, 404) rolls
-   * back and stores nothing on the key, as a payment's refusals do.
+   * Prepares a write and runs it in one transaction, and answers it; with a
+   * key, reads the key first (a replay, or a 422 for another request, writes
+   * nothing) and claims it with the answer in the write's transaction. A
+   * refusal (400, 404) rolls back and stores nothing on the key, as a
+   * payment's refusals do. `prepare` runs before any transaction opens: a
+   * URL's check resolves its host, and no transaction waits on DNS.
    */
-  private async write(command: EndpointWriteCommand, write: (tx: EntityManager) => Promise<Answer>): Promise<HttpReply> {
-    if (command.idempotencyKeyHeader === undefined) return replyOf(await this.dataSource.transaction(write));
+  private async write(command: EndpointWriteCommand, prepare: () => Promise<TransactionalWrite>): Promise<HttpReply> {
+    if (command.idempotencyKeyHeader === undefined) return replyOf(await this.dataSource.transaction(await prepare()));
     const key = parseIdempotencyKey(command.idempotencyKeyHeader);
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const verdict = keyVerdict(await this.keys.find(this.dataSource.manager, command.clientId, key), command.fingerprint);
@@ -144,7 +154,8 @@ export class WebhookEndpointsService {
         case 'resumable':
           // A key answered here never has either state; the same fingerprint on an unfinished key cannot be ours.
           throw keyInUse();
-        case 'new':
+        case 'new': {
+          const write = await prepare();
           try {
             return replyOf(
               await this.dataSource.transaction(async (tx) => {
@@ -164,6 +175,7 @@ export class WebhookEndpointsService {
           } catch (error) {
             if (!(error instanceof KeyTaken)) throw error;
           }
+        }
       }
     }
     throw keyInUse();
@@ -183,17 +195,19 @@ export class WebhookEndpointsService {
 
 /**
  * Creates an endpoint in the transaction `tx` (the API's, or client:create's
- * with its client). At most MAX_ENDPOINTS_PER_CLIENT live at once: the schema
- * holds each in one of that many slots, so concurrent creations cannot pass
- * the limit; one that lost its slot to another tries the next.
+ * with its client), at `body.url` as checkedWebhookUrl returned it (checked
+ * before the transaction: the check resolves the host). At most
+ * MAX_ENDPOINTS_PER_CLIENT live at once: the schema holds each in one of that
+ * many slots, so concurrent creations cannot pass the limit; one that lost
+ * its slot to another tries the next.
  */
 export async function createEndpoint(
   tx: EntityManager,
-  { endpoints, box, policy }: { endpoints: WebhookEndpointsRepository; box: SecretBox; policy: WebhookUrlPolicy },
+  { endpoints, box }: { endpoints: WebhookEndpointsRepository; box: SecretBox },
   clientId: string,
   body: CreateWebhookEndpointDto,
 ): Promise<WebhookEndpointWithSecret> {
-  const url = await checkedWebhookUrl(body.url, policy);
+  const { url } = body;
   const secret = generateWebhookSecret();
   const endpoint = {
     id: `we_${newUlid()}`,
