@@ -1,5 +1,5 @@
 import { InjectQueue } from '@nestjs/bullmq';
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -30,7 +30,7 @@ type DeliverResult = 'delivered' | 'retry' | 'failed' | 'skipped';
  * always under the same webhook-id, and never loses one.
  */
 @Injectable()
-export class WebhookDispatcher {
+export class WebhookDispatcher implements OnModuleDestroy {
   private readonly logger = new Logger(WebhookDispatcher.name);
   private readonly policy: WebhookUrlPolicy;
   /** Every send's connections: each checks the addresses it connects to (see webhook-url-policy.ts). */
@@ -47,6 +47,11 @@ export class WebhookDispatcher {
   ) {
     this.policy = { allowPrivate: config.webhooks.allowPrivateUrls };
     this.agent = webhookAgent(this.policy);
+  }
+
+  /** Its kept-alive connections to merchants end with the worker, as the provider client's do. */
+  async onModuleDestroy(): Promise<void> {
+    await this.agent.close();
   }
 
   /**
