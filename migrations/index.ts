@@ -12,6 +12,7 @@ import { ApiKeys1796900000000 } from './1796900000000-ApiKeys';
 import { WebhookEndpoints1797000000000 } from './1797000000000-WebhookEndpoints';
 import { RetentionIndexes1797100000000 } from './1797100000000-RetentionIndexes';
 import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnce';
+import { OneIndexPerLookup1797300000000 } from './1797300000000-OneIndexPerLookup';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -29,4 +30,5 @@ export const migrations = [
   WebhookEndpoints1797000000000,
   RetentionIndexes1797100000000,
   ChecksPlannedOnce1797200000000,
+  OneIndexPerLookup1797300000000,
 ];

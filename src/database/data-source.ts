@@ -38,14 +38,6 @@ export function dataSourceOptions(
       ...SESSION_TIMEOUTS,
       // Read by queryRows (database/sql.ts), not by pg.
       preparedStatements: pool.preparedStatements,
-      // A prepared statement is parsed once but still planned for its
-      // values at each run, as an unnamed one is. Left to choose, Postgres
-      // switches a statement to one generic plan after five runs, judged by
-      // the statistics of that moment: made on small tables, or where
-      // autovacuum is off, such a plan picked an index that reads all of a
-      // client's keys, and a 60 s create run grew 90 % slower per create in
-      // Postgres while the same run unprepared stayed flat.
-      ...(pool.preparedStatements && { options: '-c plan_cache_mode=force_custom_plan' }),
     },
   };
 }

@@ -15,8 +15,13 @@ import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
  * connection is not), so that it is read (isUniqueViolation, the envelope)
  * and logged (never its parameters) the same.
  */
-export async function queryRows<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
-  const query = { name: statementName(db, text), text, values: params };
+export async function queryRows<T>(
+  db: EntityManager,
+  text: string,
+  params: unknown[] = [],
+  options: StatementOptions = {},
+): Promise<T[]> {
+  const query = { name: options.planOnce ? statementName(db, text) : undefined, text, values: params };
   if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query);
   if (db.queryRunner) {
     const connection = (await db.queryRunner.connect()) as PoolClient;
@@ -75,6 +80,31 @@ function poolOf(db: EntityManager): Pool {
 }
 
 /**
+ * How a statement may be run. `planOnce`: every table it reads, it reaches
+ * through the one index that can serve it (a row by its key: see the
+ * migration OneIndexPerLookup), so a plan made for any values is the plan
+ * for all of them. Such a statement is prepared once per connection, when
+ * the data source prepares statements (DATABASE_PREPARED_STATEMENTS, see
+ * dataSourceOptions), and pg afterwards sends only its name and values;
+ * after five runs Postgres keeps one generic plan for it and stops planning
+ * it. Parsing and planning the same three statements again was about half
+ * of the database's time per payment.
+ *
+ * Any other statement is sent unnamed: parsed and planned for its values at
+ * every run. A list, a sweep or a batch is, since its best plan depends on
+ * the values and the tables' sizes, and a generic plan made while a table
+ * was small would be kept for the life of the connection.
+ * `src/database/plan-once.e2e-spec` checks every statement the service
+ * prepares: each lookup has one index that can serve it.
+ *
+ * Off behind a transaction-pooling PgBouncer, which hands each transaction
+ * any server connection: one that never saw the statement prepared.
+ */
+export interface StatementOptions {
+  planOnce?: boolean;
+}
+
+/**
  * More distinct texts than this are not named. Statements are built from
  * fixed fragments (their values are parameters), so a process has a few
  * dozen; the bound keeps a statement whose text did vary from filling every
@@ -83,17 +113,7 @@ function poolOf(db: EntityManager): Pool {
 const MAX_NAMED_STATEMENTS = 500;
 const statementNames = new Map<string, string>();
 
-/**
- * The name `text` is prepared under, when the data source prepares its
- * statements (DATABASE_PREPARED_STATEMENTS, see dataSourceOptions): pg
- * parses a named statement once per connection and afterwards sends only
- * its name and values; Postgres still plans it for those values at each run
- * (plan_cache_mode, see dataSourceOptions). Without a name, every execution
- * is parsed again: a third of the database's time per payment was parsing
- * the same three statements. Off behind a
- * transaction-pooling PgBouncer, which hands each transaction any server
- * connection: one that never saw the statement prepared.
- */
+/** The name `text` is prepared under, when the data source prepares statements. */
 function statementName(db: EntityManager, text: string): string | undefined {
   const options = db.connection?.options as { extra?: { preparedStatements?: boolean } } | undefined;
   if (options?.extra?.preparedStatements !== true) return undefined;
@@ -105,8 +125,18 @@ function statementName(db: EntityManager, text: string): string | undefined {
   return name;
 }
 
-export async function queryRow<T>(db: EntityManager, text: string, params: unknown[] = []): Promise<T | undefined> {
-  const rows = await queryRows<T>(db, text, params);
+/** Every statement this process has prepared so far (for the spec that checks their plans). */
+export function preparedStatementTexts(): string[] {
+  return [...statementNames.keys()];
+}
+
+export async function queryRow<T>(
+  db: EntityManager,
+  text: string,
+  params: unknown[] = [],
+  options: StatementOptions = {},
+): Promise<T | undefined> {
+  const rows = await queryRows<T>(db, text, params, options);
   return rows[0];
 }
 
@@ -123,13 +153,12 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
 
 /**
  * A LIMIT written into a statement's text rather than passed as a parameter:
- * a positive integer, nothing else. Should a prepared statement be planned
- * once for every value of its parameters (a generic plan, which this
- * service's connections do not allow), a LIMIT parameter is planned as a
- * tenth of the rows: a prune's batch of 1,000 joined back to
- * its table is then planned as a hash join over the client's whole table. A
- * batch size is fixed for the life of a process, so its literal costs one
- * statement text, and every plan knows the batch's size.
+ * a positive integer, nothing else. A batch size is fixed for the life of a
+ * process, so its literal costs one statement text, and every plan knows
+ * the batch's size; a LIMIT parameter in a generic plan (see
+ * StatementOptions) is planned as a tenth of the rows: a prune's batch of
+ * 1,000 joined back to its table was planned as a hash join over the
+ * client's whole table.
  */
 export function limitLiteral(limit: number): string {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a LIMIT must be a positive integer (got ${limit})`);

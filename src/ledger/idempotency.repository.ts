@@ -184,6 +184,7 @@ export class IdempotencyRepository {
          FROM idempotency_keys
         WHERE client_id = $1 AND key = $2`,
       [clientId, key],
+      { planOnce: true },
     );
     if (!row) return undefined;
     const { responseStatus, responseBody, ...state } = row;
@@ -249,6 +250,7 @@ export class IdempotencyRepository {
           AND (leased_until IS NULL OR leased_until <= now())
         RETURNING 1`,
       [lease.clientId, lease.key, lease.token, resourceId, leaseMs],
+      { planOnce: true },
     );
     return rows.length === 1;
   }
@@ -265,6 +267,7 @@ export class IdempotencyRepository {
         WHERE client_id = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
         RETURNING 1`,
       [lease.clientId, lease.key, lease.token, leaseMs],
+      { planOnce: true },
     );
     return rows.length === 1;
   }
@@ -362,10 +365,12 @@ export class IdempotencyRepository {
 
   /** Lets a retry (or the worker) resume at once, instead of waiting out the lease. */
   async release(db: EntityManager, lease: Lease): Promise<void> {
-    await db.query(
+    await queryRows(
+      db,
       `UPDATE idempotency_keys SET lease_token = NULL, leased_until = NULL
         WHERE client_id = $1 AND key = $2 AND lease_token = $3`,
       [lease.clientId, lease.key, lease.token],
+      { planOnce: true },
     );
   }
 

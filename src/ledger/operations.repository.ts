@@ -26,10 +26,7 @@ export class OperationsRepository {
     ref: RowRef,
   ): Promise<R | undefined> {
     const { table } = operation;
-    return queryRow<R>(db, `SELECT ${table.selectList} FROM ${table.name} WHERE id = $1 AND client_id = $2`, [
-      ref.id,
-      ref.clientId,
-    ]);
+    return queryRow<R>(db, `SELECT ${table.selectList} FROM ${table.name} WHERE id = $1 AND client_id = $2`, [ref.id, ref.clientId], { planOnce: true });
   }
 
   /**
@@ -42,6 +39,7 @@ export class OperationsRepository {
       db,
       `SELECT client_id AS "clientId", id FROM ${operation.table.name} WHERE provider_key = $1`,
       [providerKey],
+      { planOnce: true },
     );
   }
 
@@ -60,6 +58,7 @@ export class OperationsRepository {
       `UPDATE ${operation.table.name} SET provider_version = $3
         WHERE id = $1 AND client_id = $2 AND provider_version < $3 RETURNING 1`,
       [ref.id, ref.clientId, version],
+      { planOnce: true },
     );
     return rows.length === 1;
   }
@@ -178,6 +177,7 @@ export class OperationsRepository {
               settled."responseStatus", settled."responseBody", settled."expiresInMs"
          FROM (SELECT) AS one LEFT JOIN moved ON true LEFT JOIN settled ON true`,
       params.values,
+      { planOnce: true },
     );
     if (!row?.leaseHeld) return { kind: 'lease_lost' };
     const { leaseHeld: _held, responseStatus, responseBody, expiresInMs, ...moved } = row;
@@ -215,6 +215,7 @@ export class OperationsRepository {
        ${settledCte(params, held, 'held', undefined, 'NULL::text')}
        SELECT EXISTS (SELECT 1 FROM held) AS "leaseHeld"`,
       params.values,
+      { planOnce: true },
     );
     return row?.leaseHeld === true;
   }

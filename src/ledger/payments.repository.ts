@@ -45,6 +45,7 @@ export class PaymentsRepository {
          FROM claimed
        RETURNING ${PAYMENT}`,
       params.values,
+      { planOnce: true },
     );
   }
 
@@ -54,7 +55,7 @@ export class PaymentsRepository {
   }
 
   async findForClient(db: EntityManager, clientId: string, id: string): Promise<Payment | undefined> {
-    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1 AND client_id = $2`, [id, clientId]);
+    return queryRow<Payment>(db, `SELECT ${PAYMENT} FROM payments WHERE id = $1 AND client_id = $2`, [id, clientId], { planOnce: true });
   }
 
   /**
@@ -68,10 +69,12 @@ export class PaymentsRepository {
   ): Promise<{ payments: Payment[]; hasMore: boolean }> {
     // The cursor's created_at is compared in SQL: Postgres keeps microseconds,
     // a JS Date only milliseconds, and a rounded cursor would skip payments.
+    // `created_at IS NOT NULL` (true of every row) lets the list index serve
+    // it: that index is partial, so that a lookup by id never does.
     const rows = await queryRows<Payment>(
       db,
       `SELECT ${PAYMENT} FROM payments
-        WHERE client_id = $1
+        WHERE client_id = $1 AND created_at IS NOT NULL
           AND ($2::text IS NULL
                OR (created_at, id) < (SELECT created_at, id FROM payments WHERE id = $2 AND client_id = $1))
         ORDER BY created_at DESC, id DESC

@@ -49,7 +49,7 @@ export class RefundsRepository {
       const params = new Params();
       const id = params.add(refund.id);
       const client = params.add(refund.clientId);
-      const claimed = await queryRow<{ id: string }>(tx, `WITH ${claimedCte(params, claim, REFUNDS, { id, client })} SELECT id FROM claimed`, params.values);
+      const claimed = await queryRow<{ id: string }>(tx, `WITH ${claimedCte(params, claim, REFUNDS, { id, client })} SELECT id FROM claimed`, params.values, { planOnce: true });
       if (!claimed) return undefined;
       const payment = await queryRow<Pick<Payment, 'status' | 'amount' | 'amountReserved' | 'currency' | 'providerChargeId'>>(
         tx,
@@ -57,6 +57,7 @@ export class RefundsRepository {
            FROM payments WHERE id = $1 AND client_id = $2
             FOR UPDATE`,
         [refund.paymentId, refund.clientId],
+        { planOnce: true },
       );
       if (!payment) throw paymentNotFound(refund.paymentId);
       if (payment.status !== 'succeeded' || payment.providerChargeId === null) throw paymentNotRefundable(refund.paymentId, payment.status);
@@ -85,6 +86,7 @@ export class RefundsRepository {
           payment.providerChargeId,
           currentTraceparent(),
         ],
+        { planOnce: true },
       );
     });
   }
@@ -97,7 +99,9 @@ export class RefundsRepository {
   /**
    * One page of a client's refunds (of one payment, if given), newest
    * first, after the cursor refund; one row more than asked tells whether
-   * another page follows.
+   * another page follows. `created_at IS NOT NULL` (true of every row)
+   * lets the list indexes serve it: they are partial, so that a lookup by id
+   * never does.
    */
   async listForClient(
     db: EntityManager,
@@ -107,7 +111,7 @@ export class RefundsRepository {
     const rows = await queryRows<Refund>(
       db,
       `SELECT ${REFUND} FROM refunds
-        WHERE client_id = $1
+        WHERE client_id = $1 AND created_at IS NOT NULL
           AND ($4::text IS NULL OR payment_id = $4)
           AND ($2::text IS NULL
                OR (created_at, id) < (SELECT created_at, id FROM refunds WHERE id = $2 AND client_id = $1))
