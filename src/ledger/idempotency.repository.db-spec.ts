@@ -83,6 +83,22 @@ describe('IdempotencyRepository on Postgres', () => {
       expect(state?.leaseRemainingSeconds).toBeGreaterThan(0);
     });
 
+    it('claims only a key nobody has when told so: an expired key is neither taken over nor waited for', async () => {
+      const { lease } = await given.succeeded(clientId);
+      await given.expireRetention(lease);
+
+      await db.dataSource.transaction(async (tx) => {
+        await tx.query('SELECT 1 FROM idempotency_keys WHERE client_id = $1 AND key = $2 FOR UPDATE', [clientId, lease.key]);
+        // A claim that may take the key over locks it, so it would wait for this transaction.
+        const claim = given.claimAs(otherLease(lease), 'e'.repeat(64), null, false);
+        const waited = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 2_000).unref());
+        expect(await Promise.race([claim, waited])).toBeUndefined();
+      });
+
+      expect(await keys().find(manager(), clientId, lease.key)).toMatchObject({ fingerprint: FINGERPRINT, expired: true });
+      expect(await claimAgain(lease)).toBe(true);
+    });
+
     it('takes over an expired key of a payment for a refund, as a new request: the key names the refund only', async () => {
       const { lease, payment } = await given.succeeded(clientId);
       await given.expireRetention(lease);

@@ -32,6 +32,12 @@ export interface KeyClaim {
   lease: Lease;
   fingerprint: string;
   leaseMs: number;
+  /**
+   * Also take over a key past its retention (a new request under an old
+   * key). Without it the claim takes only a key nobody has, and leaves a
+   * key that exists alone: not even locked.
+   */
+  orExpired: boolean;
 }
 
 /** A lease as parameters of one statement: the fragments that check or release it name these. */
@@ -52,9 +58,11 @@ export function leaseParams(params: Params, lease: Lease): LeaseParams {
  * statement, so one commit. `row` names the statement's parameters for the
  * row's id and client (the key's client too). A conflict means someone holds
  * the key, unless it has expired (with its final response stored: nothing
- * else expires): then it is a new request and the old row is taken over in
- * the same statement, for whichever operation it now serves. Returns the
- * claimed key's row id (as `id`), or no row.
+ * else expires) and the claim says `orExpired`: then it is a new request and
+ * the old row is taken over in the same statement, for whichever operation
+ * it now serves. Without `orExpired` a conflict does nothing (DO UPDATE
+ * would lock the existing key row even when its WHERE refuses). Returns
+ * the claimed key's row id (as `id`), or no row.
  */
 export function claimedCte(
   params: Params,
@@ -66,10 +74,18 @@ export function claimedCte(
   const fingerprint = params.add(claim.fingerprint);
   const token = params.add(claim.lease.token);
   const leaseMs = params.add(claim.leaseMs);
-  return `claimed AS (
-       INSERT INTO idempotency_keys
+  const insert = `INSERT INTO idempotency_keys
          (client_id, key, fingerprint, ${operation.keyColumn}, lease_token, leased_until)
-       VALUES (${row.client}, ${key}, ${fingerprint}, ${row.id}, ${token}, now() + ${leaseMs} * interval '1 millisecond')
+       VALUES (${row.client}, ${key}, ${fingerprint}, ${row.id}, ${token}, now() + ${leaseMs} * interval '1 millisecond')`;
+  if (!claim.orExpired) {
+    return `claimed AS (
+       ${insert}
+       ON CONFLICT (client_id, key) DO NOTHING
+       RETURNING ${operation.keyColumn} AS id
+     )`;
+  }
+  return `claimed AS (
+       ${insert}
        ON CONFLICT (client_id, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint,
          payment_id = EXCLUDED.payment_id,

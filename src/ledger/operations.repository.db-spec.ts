@@ -222,6 +222,7 @@ describe('OperationsRepository on Postgres', () => {
         lease,
         fingerprint: FINGERPRINT,
         leaseMs: LEASE_MS,
+        orExpired: true,
       }))!;
 
       const { decided } = await decide(lease, payment, outcome);

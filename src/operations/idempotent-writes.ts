@@ -101,13 +101,19 @@ export class IdempotentWrites {
   }
 
   /**
-   * Reads the key and acts on what it says (see KeyVerdict). The read takes
-   * no lock and decides no race, so most repeats of a key (replays, and the
-   * 409s of a retry storm) cost one indexed lookup: two requests that both
-   * find no key meet at the claim's primary key, two that both find an
-   * abandoned one meet at the conditional lease takeover, and the loser
-   * reads again. A key of another route never gets past the verdict: the
-   * fingerprint covers the path, so it is `reused`.
+   * Claims the key for a new row first: most keys are new, and their
+   * request then sends one statement before the provider call. A key that
+   * exists is left alone by that claim (not even locked), and is read and
+   * acted on as it says (see KeyVerdict); so is every key while the
+   * provider's circuit is open, since only a replay can succeed then. The
+   * read takes no lock and decides no race: two requests that both find no
+   * key meet at the claim's primary key, two that both find an abandoned or
+   * expired one meet at the conditional takeover, and the loser reads again.
+   * A key of another route never gets past the verdict: the fingerprint
+   * covers the path, so it is `reused`.
+   *
+   * A repeat this process has not answered itself (its answer cache) costs
+   * the claim that finds the key taken and the read: two indexed lookups.
    */
   private async claim<R extends OperationRow>(write: Write<R>, command: WriteCommand, lease: Lease): Promise<Claim<R>> {
     const known = this.answers.get(lease.clientId, lease.key);
@@ -118,6 +124,11 @@ export class IdempotentWrites {
     const { operation } = write.side;
     const db = this.dataSource.manager;
     const { leaseMs } = this.config.idempotency;
+    if (this.provider.unavailableForMs(lease.clientId) === 0) {
+      const askedAt = performance.now();
+      const row = await write.claimAndCreatePending({ lease, fingerprint: command.fingerprint, leaseMs, orExpired: false });
+      if (row) return { kind: 'leased', row, lease: heldSince(lease, askedAt, leaseMs) };
+    }
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const askedAt = performance.now();
       const state = await this.keys.find(db, lease.clientId, lease.key);
@@ -136,7 +147,7 @@ export class IdempotentWrites {
         case 'new': {
           this.refuseWhileProviderDown(lease.clientId);
           const askedAt = performance.now();
-          const row = await write.claimAndCreatePending({ lease, fingerprint: command.fingerprint, leaseMs });
+          const row = await write.claimAndCreatePending({ lease, fingerprint: command.fingerprint, leaseMs, orExpired: true });
           if (row) return { kind: 'leased', row, lease: heldSince(lease, askedAt, leaseMs) };
           break;
         }

@@ -26,6 +26,8 @@ function setup() {
   const metrics = new Metrics();
   const writes = new IdempotentWrites(source, keys, ledger, provider, config, new CrashPoint(config), new AnswerCache(config));
   const sut = new PaymentCreationService(source, payments, writes, metrics);
+  // Unless a test says otherwise the key exists: the claim of a new key, tried first, leaves it alone.
+  payments.insertPendingUnderClaim = jest.fn().mockResolvedValue(undefined);
   const command: CreatePaymentCommand = {
     clientId: 'client_1',
     idempotencyKeyHeader: 'key-1',
@@ -53,8 +55,7 @@ describe('PaymentCreationService.create', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
   it('claims, charges under the payment’s provider key and records the outcome: one statement, then another, no transaction', async () => {
-    const { sut, keys, rows, payments, provider, dataSource, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
+    const { sut, rows, payments, provider, dataSource, command } = setup();
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     rows.recordOutcomeUnderLease = recordsOutcomes();
@@ -85,7 +86,13 @@ describe('PaymentCreationService.create', () => {
     );
     const { response } = (await rows.recordOutcomeUnderLease.mock.results[0].value) as { response: unknown };
     expect(response).toEqual({ status: reply.status, body: reply.body });
-    expect(payments.insertPendingUnderClaim.mock.calls[0][2]).toMatchObject({ lease: { key: 'key-1' }, fingerprint: command.fingerprint });
+    // A new key is claimed without being read first (keys.find is not stubbed), and no expired key is taken over by that claim.
+    expect(payments.insertPendingUnderClaim).toHaveBeenCalledTimes(1);
+    expect(payments.insertPendingUnderClaim.mock.calls[0][2]).toMatchObject({
+      lease: { key: 'key-1' },
+      fingerprint: command.fingerprint,
+      orExpired: false,
+    });
     expect(dataSource.transaction).not.toHaveBeenCalled();
   });
 
@@ -158,16 +165,28 @@ describe('PaymentCreationService.create', () => {
     expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
   });
 
-  it('settles a race for a new key at the claim: the loser reads the winner’s key and gets 409', async () => {
+  it('settles a race for a new key at the claim: the loser finds the key taken, reads the winner’s lease and gets 409', async () => {
     const { sut, keys, payments, command } = setup();
-    keys.find = jest
-      .fn()
-      .mockResolvedValueOnce(undefined)
-      .mockResolvedValue(existingKey({ leaseRemainingSeconds: 30 }));
-    payments.insertPendingUnderClaim = jest.fn().mockResolvedValue(undefined);
+    keys.find = jest.fn().mockResolvedValue(existingKey({ leaseRemainingSeconds: 30 }));
 
     expect(await domainCode(sut.create(command))).toBe(ErrorCode.IdempotencyKeyInUse);
+    expect(payments.insertPendingUnderClaim).toHaveBeenCalledTimes(1);
+    expect(keys.find).toHaveBeenCalledTimes(1);
     // provider.createCharge is not stubbed: the loser charged nothing.
+  });
+
+  it('claims a key read as new again when it vanished after the first claim found it (pruned meanwhile)', async () => {
+    const { sut, keys, rows, payments, provider, command } = setup();
+    keys.find = jest.fn().mockResolvedValue(undefined);
+    payments.insertPendingUnderClaim = jest
+      .fn()
+      .mockResolvedValueOnce(undefined)
+      .mockImplementation(async (_db, row, _claim) => aPayment({ id: row.id, providerKey: row.providerKey }));
+    provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
+    rows.recordOutcomeUnderLease = recordsOutcomes();
+
+    expect((await sut.create(command)).status).toBe(201);
+    expect(payments.insertPendingUnderClaim.mock.calls.map(([, , claim]) => claim.orExpired)).toEqual([false, true]);
   });
 
   it('resumes an abandoned payment with its own provider key, never a new payment', async () => {
@@ -191,7 +210,6 @@ describe('PaymentCreationService.create', () => {
     ['the provider holds the charge as pending', { kind: 'answered', charge: { ...charge, status: 'pending' } }],
   ])('answers 202 and releases the key when %s, recording nothing', async (_name, result) => {
     const { sut, keys, payments, provider, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue(result);
     keys.release = jest.fn().mockResolvedValue(undefined);
@@ -205,7 +223,6 @@ describe('PaymentCreationService.create', () => {
 
   it('answers 202 and releases the key when the answer cannot be written, so the payment goes on to reconciliation', async () => {
     const { sut, keys, rows, payments, provider, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     rows.recordOutcomeUnderLease = jest.fn().mockRejectedValue(Object.assign(new Error('invalid byte sequence'), { code: '22021' }));
@@ -220,7 +237,6 @@ describe('PaymentCreationService.create', () => {
 
   it('fails the request when even the release cannot be written: Postgres is down, not one answer', async () => {
     const { sut, keys, rows, payments, provider, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     rows.recordOutcomeUnderLease = jest.fn().mockRejectedValue(new Error('Connection terminated'));
@@ -234,10 +250,7 @@ describe('PaymentCreationService.create', () => {
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge });
     rows.recordOutcomeUnderLease = jest.fn().mockResolvedValue({ kind: 'lease_lost' });
-    keys.find = jest
-      .fn()
-      .mockResolvedValueOnce(undefined)
-      .mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+    keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
 
     const reply = await sut.create(command);
 
@@ -254,10 +267,7 @@ describe('PaymentCreationService.create', () => {
         return aPayment({ id: row.id });
       });
       keys.renewLease = jest.fn().mockResolvedValue(false);
-      keys.find = jest
-        .fn()
-        .mockResolvedValueOnce(undefined)
-        .mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
+      keys.find = jest.fn().mockResolvedValue(existingKey({ response: { status: 201, body: '{"id":"pay_1"}' } }));
 
       const reply = await sut.create(command);
 
@@ -270,8 +280,7 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('maps the active-order index to order_already_paid', async () => {
-    const { sut, keys, payments, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
+    const { sut, payments, command } = setup();
     payments.insertPendingUnderClaim = jest.fn().mockRejectedValue(
       new QueryFailedError('INSERT', [], Object.assign(new Error('duplicate'), {
         code: '23505',
@@ -367,8 +376,7 @@ describe('PaymentCreationService.create', () => {
   });
 
   it('answers 202 without storing it when the charge sends the payment to review', async () => {
-    const { sut, keys, rows, payments, provider, command } = setup();
-    keys.find = jest.fn().mockResolvedValue(undefined);
+    const { sut, rows, payments, provider, command } = setup();
     payments.insertPendingUnderClaim = jest.fn(async (_db, row, _claim) => aPayment({ id: row.id }));
     provider.createCharge = jest.fn().mockResolvedValue({ kind: 'answered', charge: { ...charge, amount: 1 } });
     rows.recordOutcomeUnderLease = recordsOutcomes();

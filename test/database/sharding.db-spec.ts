@@ -148,7 +148,7 @@ describe('the schema, hash-partitioned by client_id', () => {
     const payment = (await payments.insertPendingUnderClaim(
       as('PaymentsRepository.insertPendingUnderClaim'),
       newPendingPayment(clientId, body),
-      { lease, fingerprint: 'f'.repeat(64), leaseMs },
+      { lease, fingerprint: 'f'.repeat(64), leaseMs, orExpired: true },
     )) as Payment;
     await keys.renewLease(as('IdempotencyRepository.renewLease'), lease, leaseMs);
     await keys.takeOverLease(as('IdempotencyRepository.takeOverLease'), lease, PAYMENTS, payment.id, leaseMs);
@@ -196,7 +196,7 @@ describe('the schema, hash-partitioned by client_id', () => {
     const refund = (await refunds.insertPendingUnderClaim(
       dataSource.manager,
       { id: refundId, clientId, paymentId: payment.id, amount: 100, reason: null, metadata: {}, providerKey: providerRefundKeyFor(refundId) },
-      { lease: refundLease, fingerprint: 'f'.repeat(64), leaseMs },
+      { lease: refundLease, fingerprint: 'f'.repeat(64), leaseMs, orExpired: true },
     )) as Refund;
     const refunded = { status: 'succeeded', providerId: 'rf_1' } as const;
     await rows.recordOutcomeUnderLease(

@@ -51,8 +51,11 @@ export class LedgerFixtures {
     return { lease, payment };
   }
 
-  /** A new request's phase 1 under `lease`: its payment, or undefined when the key is not claimable. */
-  claimAs(lease: Lease, fingerprint: string, orderId: string | null = null): Promise<Payment | undefined> {
+  /**
+   * A new request's phase 1 under `lease`: its payment, or undefined when the
+   * key is not claimable. `orExpired`: also take over a key past its retention.
+   */
+  claimAs(lease: Lease, fingerprint: string, orderId: string | null = null, orExpired = true): Promise<Payment | undefined> {
     const id = newPaymentId();
     return this.payments.insertPendingUnderClaim(
       this.dataSource.manager,
@@ -67,7 +70,7 @@ export class LedgerFixtures {
         metadata: { order: 'a' },
         providerKey: providerKeyFor(id),
       },
-      { lease, fingerprint, leaseMs: LEASE_MS },
+      { lease, fingerprint, leaseMs: LEASE_MS, orExpired },
     );
   }
 
@@ -129,7 +132,7 @@ export class LedgerFixtures {
     const refund = await this.refunds.insertPendingUnderClaim(
       this.dataSource.manager,
       { id, clientId: payment.clientId, paymentId: payment.id, amount, reason: null, metadata: {}, providerKey: providerRefundKeyFor(id) },
-      { lease, fingerprint: FINGERPRINT, leaseMs: LEASE_MS },
+      { lease, fingerprint: FINGERPRINT, leaseMs: LEASE_MS, orExpired: true },
     );
     if (!refund) throw new Error(`key ${key} was not claimable`);
     return { lease, refund };
