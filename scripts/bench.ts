@@ -28,10 +28,13 @@ import { partitionByClient } from '../test/support/partition-by-client';
 import { databaseUrlNamed, openScratchDatabase } from '../test/support/scratch-database';
 import { dropWorkerQueues } from '../test/support/worker-queues';
 
-const LOADS = ['create', 'replay', 'get', 'list'] as const;
+const LOADS = ['create', 'refund', 'replay', 'get', 'list'] as const;
 const SCENARIOS = [...LOADS, 'storm', 'prune', 'backlog'] as const;
 type Load = (typeof LOADS)[number];
 type Scenario = (typeof SCENARIOS)[number];
+
+/** How many payments the refund load takes in turn: enough that 200 connections rarely meet on one payment's lock. */
+const REFUND_POOL = 400;
 
 const USAGE = `Usage: npm run bench -- [--scenarios LIST] [--seconds S] [--connections N] [--json] ...
 
@@ -41,6 +44,8 @@ over loopback with autocannon on a database of the bench's own.
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)
                        create   a new Idempotency-Key per request: two transactions and a provider call
+                       refund   the same for POST /v1/refunds: 1 cent of one of ${REFUND_POOL} succeeded
+                                payments, taken in turn
                        replay   one key again and again: the stored answer
                        get      GET /v1/payments/:id
                        list     GET /v1/payments?limit=10
@@ -71,12 +76,13 @@ over loopback with autocannon on a database of the bench's own.
   --json             one JSON object instead of the table
 
 What a run costs: about 10 s of start-up, then --warmup, then --seconds for
-each of create, replay, get, list; storm about 2 s; prune a few seconds per
+each of create, refund, replay, get, list; storm about 2 s; prune a few seconds per
 100,000 keys; backlog 2 x --seconds plus however long the drain outlasts them
 (the goal is 60 s for 10,000); soak --soak-seconds. The defaults take about
 2 minutes. Exits 1 when the storm makes more than one payment or charge or
 any other answer than the 201, a byte-equal replay or a 409, the backlog is
-not drained, or payments and provider charges differ; the latency goals
+not drained, or payments and provider charges (refunds and provider
+refunds) differ; the latency goals
 (storm within 2 s, creates at most 20 % slower during the drain) are
 reported, not enforced.
 `;
@@ -157,6 +163,8 @@ interface Report {
   soak?: SoakFigures;
   payments: number;
   provider_charges: number;
+  refunds: number;
+  provider_refunds: number;
   elapsed_s: number;
   ok: boolean;
 }
@@ -202,8 +210,10 @@ async function main(): Promise<void> {
 
     if (options.warmup > 0) await load(api, create, { ...loadOptions, seconds: options.warmup });
     const { replayKey, paymentId } = await firstPayment(api.url, headers, body);
+    const refundable = options.scenarios.includes('refund') ? await refundablePayments(api.url, headers) : [];
     const requests: Record<Load, autocannon.Request> = {
       create,
+      refund: { method: 'POST', path: '/v1/refunds', headers, setupRequest: refundOfNext(refundable) },
       replay: { method: 'POST', path: '/v1/payments', headers: { ...headers, 'idempotency-key': replayKey }, body },
       get: { method: 'GET', path: `/v1/payments/${paymentId}`, headers },
       list: { method: 'GET', path: '/v1/payments?limit=10', headers },
@@ -219,6 +229,8 @@ async function main(): Promise<void> {
       loads: {},
       payments: 0,
       provider_charges: 0,
+      refunds: 0,
+      provider_refunds: 0,
       elapsed_s: 0,
       ok: true,
     };
@@ -264,7 +276,9 @@ async function main(): Promise<void> {
     const tally = await settledTally(dataSource, provider.url);
     report.payments = tally.payments;
     report.provider_charges = tally.charges;
-    report.ok &&= report.payments === report.provider_charges;
+    report.refunds = tally.refunds;
+    report.provider_refunds = tally.providerRefunds;
+    report.ok &&= report.payments === report.provider_charges && report.refunds === report.provider_refunds;
     report.machine.load_average_at_end = loadavg().map((value) => round(value));
     report.elapsed_s = round((performance.now() - startedAt) / 1000, 1);
     process.stdout.write(options.json ? `${JSON.stringify(report)}\n` : table(report));
@@ -289,22 +303,54 @@ async function firstPayment(
 }
 
 /**
- * Payments and provider charges once they agree, or as they stand after 10 s.
- * A request still in flight when a load stopped may be between its payment's
- * commit and its charge, so one read of each can differ by the requests in
- * flight without anything being wrong; counts that still differ once
- * everything has had time to finish are a real mismatch.
+ * Payments and provider charges, refunds and provider refunds, once they
+ * agree, or as they stand after 10 s. A request still in flight when a load
+ * stopped may be between its row's commit and its provider call, so one read
+ * of each can differ by the requests in flight without anything being
+ * wrong; counts that still differ once everything has had time to finish
+ * are a real mismatch.
  */
-async function settledTally(dataSource: DataSource, providerUrl: string): Promise<{ payments: number; charges: number }> {
+async function settledTally(
+  dataSource: DataSource,
+  providerUrl: string,
+): Promise<{ payments: number; charges: number; refunds: number; providerRefunds: number }> {
   const deadline = performance.now() + 10_000;
   for (;;) {
-    const [{ n: payments }] = (await dataSource.query(
-      `SELECT count(*)::int AS n FROM payments WHERE id NOT LIKE 'pay_prune_%'`,
-    )) as { n: number }[];
-    const { charges } = (await (await fetch(`${providerUrl}/stats`)).json()) as { charges: number };
-    if (payments === charges || performance.now() > deadline) return { payments, charges };
+    const [{ payments, refunds }] = (await dataSource.query(
+      `SELECT (SELECT count(*)::int FROM payments WHERE id NOT LIKE 'pay_prune_%') AS payments,
+              (SELECT count(*)::int FROM refunds) AS refunds`,
+    )) as { payments: number; refunds: number }[];
+    const stats = (await (await fetch(`${providerUrl}/stats`)).json()) as { charges: number; refunds: number };
+    const tally = { payments, charges: stats.charges, refunds, providerRefunds: stats.refunds };
+    if ((payments === stats.charges && refunds === stats.refunds) || performance.now() > deadline) return tally;
     await delay(100);
   }
+}
+
+/** REFUND_POOL succeeded payments of the most a payment may be, so that each can be refunded a cent at a time for any load. */
+async function refundablePayments(url: string, headers: Record<string, string>): Promise<string[]> {
+  const body = JSON.stringify({ amount: 99_999_999, currency: 'USD', payment_method: 'pm_card_ok' });
+  const ids: string[] = [];
+  while (ids.length < REFUND_POOL) {
+    const batch = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const response = await fetch(`${url}/v1/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': randomUUID() }, body });
+        if (response.status !== 201) throw new Error(`a payment to refund answered ${response.status}`);
+        return ((await response.json()) as { id: string }).id;
+      }),
+    );
+    ids.push(...batch);
+  }
+  return ids;
+}
+
+/** Each request a new key and a cent of the next payment of `payments`, in turn. */
+function refundOfNext(payments: string[]): (request: autocannon.Request) => autocannon.Request {
+  let next = 0;
+  return (request) => {
+    const payment = payments[next++ % payments.length];
+    return withNewKey({ ...request, body: JSON.stringify({ payment, amount: 1 }) });
+  };
 }
 
 /**
@@ -397,7 +443,11 @@ function table(report: Report): string {
         (heap ? `; V8 heap ${heap.heap_total_mb} MB (${heap.heap_used_mb} used), external ${heap.external_mb} MB` : ''),
     );
   }
-  lines.push(`payments ${report.payments}, provider charges ${report.provider_charges}; the run took ${report.elapsed_s} s`, '');
+  lines.push(
+    `payments ${report.payments}, provider charges ${report.provider_charges}; refunds ${report.refunds}, ` +
+      `provider refunds ${report.provider_refunds}; the run took ${report.elapsed_s} s`,
+    '',
+  );
   return lines.join('\n');
 }
 

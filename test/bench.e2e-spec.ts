@@ -29,7 +29,7 @@ interface Side {
 
 /**
  * `npm run bench` end to end with tiny settings: the API answers every load
- * without an error, the storm makes one payment and one charge, the worker
+ * (refunds included) without an error, the storm makes one payment and one charge, the worker
  * drains the backlog, and the soak samples the API's RSS.
  */
 describe('npm run bench (tiny)', () => {
@@ -51,9 +51,11 @@ describe('npm run bench (tiny)', () => {
       statistics: string;
       payments: number;
       provider_charges: number;
+      refunds: number;
+      provider_refunds: number;
       ok: boolean;
     };
-    expect(Object.keys(report.loads)).toEqual(['create', 'replay', 'get', 'list']);
+    expect(Object.keys(report.loads)).toEqual(['create', 'refund', 'replay', 'get', 'list']);
     for (const sides of Object.values(report.loads)) {
       // Under `api`, where readers of the JSON (bench-standby) take the figures, and nothing beside it.
       expect(Object.keys(sides)).toEqual(['api']);
@@ -72,6 +74,8 @@ describe('npm run bench (tiny)', () => {
     // This machine's Postgres runs with autovacuum off, CI's too; either answer names who keeps the statistics.
     expect(report.statistics).toMatch(/^(autovacuum|ANALYZE every 5 s)$/);
     expect(report.payments).toBe(report.provider_charges);
+    expect(report.refunds).toBeGreaterThan(0);
+    expect(report.refunds).toBe(report.provider_refunds);
     expect(report.ok).toBe(true);
   });
 

@@ -24,7 +24,7 @@ export class PaymentsController {
     private readonly lookup: PaymentLookupService,
   ) {}
 
-  /** Guard and body validation run before the key is read. */
+  /** Guard and body validation run before the key is claimed or read. */
   @IdempotentPost(
     {
       summary: 'Create a payment, or get the answer of the request that already used this key',

@@ -20,7 +20,7 @@ import { IdempotentPost, REPLAYED, sendReply, writeCommandOf } from '../operatio
 export class RefundsController {
   constructor(private readonly refunds: RefundsService) {}
 
-  /** As POST /v1/payments: guard and body validation run before the key is read. */
+  /** As POST /v1/payments: guard and body validation run before the key is claimed or read. */
   @IdempotentPost(
     {
       summary: 'Refund a succeeded payment, or get the answer of the request that already used this key',

@@ -13,7 +13,7 @@ export interface paths {
         get: operations["PaymentsController_list"];
         put?: never;
         /**
-         * Guard and body validation run before the key is read.
+         * Guard and body validation run before the key is claimed or read.
          * @description The first request with a key charges at most once. A retry with the same key and body gets the same answer byte for byte (Idempotent-Replayed: true) once it is final; while it is not, the payment as it is (202).
          */
         post: operations["PaymentsController_create"];
@@ -51,7 +51,7 @@ export interface paths {
         get: operations["RefundsController_list"];
         put?: never;
         /**
-         * As POST /v1/payments: guard and body validation run before the key is read.
+         * As POST /v1/payments: guard and body validation run before the key is claimed or read.
          * @description The first request with a key refunds at most once, and never more than is left of the payment. Keys are one space per client across every POST route: a payment's key sent here is 422 `idempotency_key_reused`.
          */
         post: operations["RefundsController_create"];
