@@ -171,6 +171,10 @@ describe('POST /v1/refunds', () => {
     expect(paymentKeyOnRefunds.body.error.code).toBe('idempotency_key_reused');
     expect(refundKeyOnPayments.status).toBe(422);
     expect(refundKeyOnPayments.body.error.code).toBe('idempotency_key_reused');
+    // The key's verdict comes before the payment's: even a refund of no payment at all is 422 under a used key.
+    const malformedUnderUsedKey = await post('/v1/refunds', refundKey, { payment: 'not a payment' });
+    expect(malformedUnderUsedKey.status).toBe(422);
+    expect(malformedUnderUsedKey.body.error.code).toBe('idempotency_key_reused');
     expect(await count('refunds')).toBe(1);
   });
 

@@ -87,15 +87,15 @@ function poolOf(db: EntityManager): Pool {
  * the data source prepares statements (DATABASE_PREPARED_STATEMENTS, see
  * dataSourceOptions), and pg afterwards sends only its name and values;
  * after five runs Postgres keeps one generic plan for it and stops planning
- * it. Parsing and planning the same three statements again was about half
- * of the database's time per payment.
+ * it (plan_cache_mode auto, its default). Parsing and planning the same
+ * statements again was about two thirds of the database's time per payment.
  *
  * Any other statement is sent unnamed: parsed and planned for its values at
  * every run. A list, a sweep or a batch is, since its best plan depends on
  * the values and the tables' sizes, and a generic plan made while a table
  * was small would be kept for the life of the connection.
- * `src/database/plan-once.e2e-spec` checks every statement the service
- * prepares: each lookup has one index that can serve it.
+ * test/plan-once.e2e-spec.ts checks every statement the service prepares:
+ * each lookup has one index that can serve it.
  *
  * Off behind a transaction-pooling PgBouncer, which hands each transaction
  * any server connection: one that never saw the statement prepared.

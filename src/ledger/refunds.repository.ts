@@ -58,7 +58,11 @@ export class RefundsRepository {
     const id = params.add(refund.id);
     const client = params.add(refund.clientId);
     const claimed = claimedCte(params, claim, REFUNDS, { id, client });
-    const paymentId = params.add(refund.paymentId);
+    // Anything but a payment id names no payment (and may hold what Postgres
+    // text refuses): it is looked up as no id at all and refused as not
+    // found, after the claim, so that a key already in use still gets its
+    // verdict (a replay, a 409, a 422) first.
+    const paymentId = params.add(PAYMENT_ID_PATTERN.test(refund.paymentId) ? refund.paymentId : null, 'text');
     const amount = params.add(refund.amount ?? null, 'integer');
     try {
       return await queryRow<Refund>(

@@ -3,7 +3,6 @@ import { DataSource } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import type { HttpReply } from '../common/http-reply';
 import type { KeyClaim } from '../ledger/idempotency.repository';
-import { PAYMENT_ID_PATTERN } from '../ledger/payment-id';
 import { newRefundId, providerRefundKeyFor, REFUND_ID_PATTERN } from '../ledger/refund-id';
 import { type RefundResource, toRefundResource } from '../ledger/refund-resource';
 import { REFUNDS } from '../ledger/operations';
@@ -42,8 +41,6 @@ export class RefundsService {
     return {
       side: REFUND_SIDE,
       claimAndCreatePending: async (claim: KeyClaim) => {
-        // Anything else names no payment (and may hold what Postgres text refuses).
-        if (!PAYMENT_ID_PATTERN.test(body.payment)) throw paymentNotFound();
         const id = newRefundId();
         return this.refunds.insertPendingUnderClaim(
           this.dataSource.manager,
@@ -81,10 +78,6 @@ export class RefundsService {
     });
     return { object: 'list', data: result.refunds.map((refund) => toRefundResource(refund)), has_more: result.hasMore };
   }
-}
-
-function paymentNotFound(): DomainError {
-  return new DomainError(ErrorCode.NotFound, 'No such payment.', { param: 'payment' });
 }
 
 /** Names the id only when it is one: a client's arbitrary path is not echoed back. */
