@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { type EntityManager, QueryFailedError } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { DomainError, ErrorCode } from '../common/domain-error';
 import { Params, queryRow, queryRows } from '../database/sql';
 import { currentTraceparent } from '../tracing/tracing';
@@ -27,85 +27,79 @@ export interface RefundRequest {
 @Injectable()
 export class RefundsRepository {
   /**
-   * Phase 1 of a refund, in one statement, in the lock order every writer
+   * Phase 1 of a refund, in one transaction, in the lock order every writer
    * follows (key row, then the payment's row):
    *
-   *   1. the key's claim (claimedCte); no row, with nothing written, when
+   *   1. the key's claim (claimedCte); undefined, with nothing written, when
    *      someone else holds the key;
-   *   2. the payment, locked (FOR UPDATE, only once the key is claimed);
-   *   3. the checks: the payment is this client's and succeeded, and the
-   *      amount asked is at most what is left to refund (its amount less
-   *      its refunds not failed, amount_reserved); all that is left when no
-   *      amount is asked;
-   *   4. the reservation (amount_reserved raised by the refund's amount) and
-   *      the pending refund.
+   *   2. the payment, locked: refused unless it is this client's and
+   *      succeeded, and unless the amount asked is at most what is left to
+   *      refund (its amount less its refunds not failed, amount_reserved);
+   *   3. the reservation (amount_reserved raised by the refund's amount) and
+   *      the pending refund, in one statement.
    *
-   * A failed check calls refusal() (migration RefusalInAStatement), which
-   * raises: the statement fails as a whole, the key's claim with it, so a
-   * refusal writes nothing, as a rolled-back transaction would, in one
-   * round trip instead of five. Under the payment's lock, concurrent refunds
-   * of one payment queue, each sees what the ones before it reserved, and
+   * A refusal throws, so the transaction rolls back and the key's claim with
+   * it: nothing is written. Under the payment's lock, concurrent refunds of
+   * one payment queue, each sees what the ones before it reserved, and
    * together they never reserve more than the payment; the schema's
    * payments_refunds_check would refuse it anyway.
    *
-   * Postgres runs a CTE that only reads as far as something reads it, and
-   * the reservation's join may never ask for the checks (no payment: nothing
-   * to join). So the statement's own result is read from the checks: every
-   * row of them is computed, and a refusal raised, whatever the joins do.
+   * Anything but a payment id names no payment (and may hold what Postgres
+   * text refuses): it is looked up as no id at all and refused as not found
+   * after the claim, so that a key already in use still gets its verdict (a
+   * replay, a 409, a 422) first.
    */
   async insertPendingUnderClaim(db: EntityManager, refund: RefundRequest, claim: KeyClaim): Promise<Refund | undefined> {
-    const params = new Params();
-    const id = params.add(refund.id);
-    const client = params.add(refund.clientId);
-    const claimed = claimedCte(params, claim, REFUNDS, { id, client });
-    // Anything but a payment id names no payment (and may hold what Postgres
-    // text refuses): it is looked up as no id at all and refused as not
-    // found, after the claim, so that a key already in use still gets its
-    // verdict (a replay, a 409, a 422) first.
-    const paymentId = params.add(PAYMENT_ID_PATTERN.test(refund.paymentId) ? refund.paymentId : null, 'text');
-    const amount = params.add(refund.amount ?? null, 'integer');
-    try {
-      return await queryRow<Refund>(
-        db,
-        `WITH ${claimed},
-         payment AS MATERIALIZED (
-           SELECT status, amount, amount_reserved, currency, provider_charge_id
-             FROM payments
-            WHERE id = ${paymentId} AND client_id = ${client} AND EXISTS (SELECT 1 FROM claimed)
-              FOR UPDATE
-         ),
-         checked AS MATERIALIZED (
-           SELECT CASE
-                    WHEN p.status IS NULL THEN refusal('${NOT_FOUND}', NULL)
-                    WHEN p.status <> 'succeeded' OR p.provider_charge_id IS NULL THEN refusal('${NOT_REFUNDABLE}', p.status)
-                    WHEN COALESCE(${amount}, p.amount - p.amount_reserved) NOT BETWEEN 1 AND p.amount - p.amount_reserved
-                      THEN refusal('${TOO_LARGE}', (p.amount - p.amount_reserved)::text)
-                    ELSE COALESCE(${amount}, p.amount - p.amount_reserved)
-                  END AS amount,
-                  p.currency, p.provider_charge_id
-             FROM claimed LEFT JOIN payment p ON true
-         ),
-         reserved AS (
-           UPDATE payments SET amount_reserved = amount_reserved + checked.amount
-             FROM checked
-            WHERE payments.id = ${paymentId} AND payments.client_id = ${client}
-            RETURNING checked.amount, checked.currency, checked.provider_charge_id
-         ),
-         inserted AS (
-           INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
-           SELECT ${id}, ${client}, ${paymentId}, reserved.amount, reserved.currency,
-                  ${params.add(refund.reason)}, ${params.add(JSON.stringify(refund.metadata))}, ${params.add(refund.providerKey)},
-                  reserved.provider_charge_id, ${params.add(currentTraceparent())}
-             FROM reserved
-           RETURNING ${REFUND}
-         )
-         SELECT inserted.* FROM checked LEFT JOIN inserted ON true`,
+    const paymentId = PAYMENT_ID_PATTERN.test(refund.paymentId) ? refund.paymentId : null;
+    return db.transaction(async (tx) => {
+      const params = new Params();
+      const id = params.add(refund.id);
+      const client = params.add(refund.clientId);
+      const claimed = await queryRow<{ id: string }>(
+        tx,
+        `WITH ${claimedCte(params, claim, REFUNDS, { id, client })} SELECT id FROM claimed`,
         params.values,
         { planOnce: true },
       );
-    } catch (error) {
-      throw refusalOf(error, refund.paymentId) ?? error;
-    }
+      if (!claimed) return undefined;
+      const payment = await queryRow<Pick<Payment, 'status' | 'amount' | 'amountReserved' | 'currency' | 'providerChargeId'>>(
+        tx,
+        `SELECT status, amount, amount_reserved AS "amountReserved", currency, provider_charge_id AS "providerChargeId"
+           FROM payments WHERE id = $1::text AND client_id = $2
+            FOR UPDATE`,
+        [paymentId, refund.clientId],
+        { planOnce: true },
+      );
+      if (!payment) throw paymentNotFound(refund.paymentId);
+      if (payment.status !== 'succeeded' || payment.providerChargeId === null) throw paymentNotRefundable(refund.paymentId, payment.status);
+      const left = payment.amount - payment.amountReserved;
+      const amount = refund.amount ?? left;
+      if (amount < 1 || amount > left) throw amountTooLarge(left);
+      return queryRow<Refund>(
+        tx,
+        `WITH reserved AS (
+           UPDATE payments SET amount_reserved = amount_reserved + $4
+            WHERE id = $3 AND client_id = $2
+            RETURNING 1
+         )
+         INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM reserved
+         RETURNING ${REFUND}`,
+        [
+          refund.id,
+          refund.clientId,
+          refund.paymentId,
+          amount,
+          payment.currency,
+          refund.reason,
+          JSON.stringify(refund.metadata),
+          refund.providerKey,
+          payment.providerChargeId,
+          currentTraceparent(),
+        ],
+        { planOnce: true },
+      );
+    });
   }
 
   /** For an operator, who knows a refund by its id alone. */
@@ -137,28 +131,6 @@ export class RefundsRepository {
       [clientId, page.startingAfter ?? null, page.limit + 1, page.paymentId ?? null],
     );
     return { refunds: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
-  }
-}
-
-/** The reasons refusal() is called with, in the statement's text. */
-const NOT_FOUND = 'payment_not_found';
-const NOT_REFUNDABLE = 'payment_not_refundable';
-const TOO_LARGE = 'amount_too_large';
-
-/** The domain error of a refusal() the phase-1 statement raised; undefined for any other failure. */
-function refusalOf(error: unknown, paymentId: string): DomainError | undefined {
-  const cause: unknown = error instanceof QueryFailedError ? error.driverError : error;
-  const { code, message, detail } = (cause ?? {}) as { code?: string; message?: string; detail?: string };
-  if (code !== 'PR001') return undefined;
-  switch (message) {
-    case NOT_FOUND:
-      return paymentNotFound(paymentId);
-    case NOT_REFUNDABLE:
-      return paymentNotRefundable(paymentId, detail as Payment['status']);
-    case TOO_LARGE:
-      return amountTooLarge(Number(detail));
-    default:
-      return undefined;
   }
 }
 

@@ -41,7 +41,6 @@ const SINGLE_CLIENT = [
   'IdempotencyRepository.renewLease',
   'IdempotencyRepository.takeOverLease',
   'OperationsRepository.recordOutcomeUnderLease',
-  'RefundsRepository.insertPendingUnderClaim',
   'OperationsRepository.recordOutcomeUnderLease (refund)',
   'RefundsRepository.listForClient',
   'IdempotencyRepository.release',
@@ -195,7 +194,7 @@ describe('the schema, hash-partitioned by client_id', () => {
     const refundLease: Lease = { clientId, key: randomUUID(), token: randomUUID() };
     const refundId = newRefundId();
     const refund = (await refunds.insertPendingUnderClaim(
-      as('RefundsRepository.insertPendingUnderClaim'),
+      dataSource.manager,
       { id: refundId, clientId, paymentId: payment.id, amount: 100, reason: null, metadata: {}, providerKey: providerRefundKeyFor(refundId) },
       { lease: refundLease, fingerprint: 'f'.repeat(64), leaseMs, orExpired: true },
     )) as Refund;
