@@ -43,7 +43,7 @@ over loopback with autocannon on a database of the bench's own.
 
   --scenarios LIST   comma-separated, of ${SCENARIOS.join(', ')}
                      (default: all of them; soak runs when --soak-seconds > 0)
-                       create   a new Idempotency-Key per request: two transactions and a provider call
+                       create   a new Idempotency-Key per request: two statements and a provider call
                        refund   the same for POST /v1/refunds: 1 cent of one of ${REFUND_POOL} succeeded
                                 payments, taken in turn
                        replay   one key again and again: the stored answer
@@ -209,7 +209,7 @@ async function main(): Promise<void> {
     };
 
     if (options.warmup > 0) await load(api, create, { ...loadOptions, seconds: options.warmup });
-    const { replayKey, paymentId } = await firstPayment(api.url, headers, body);
+    const { replayKey, paymentId } = await onePayment(api.url, headers, body);
     const refundable = options.scenarios.includes('refund') ? await refundablePayments(api.url, headers) : [];
     const requests: Record<Load, autocannon.Request> = {
       create,
@@ -291,14 +291,15 @@ async function main(): Promise<void> {
   }
 }
 
-async function firstPayment(
+/** One succeeded payment of `body`, under a key of its own. */
+async function onePayment(
   url: string,
   headers: Record<string, string>,
   body: string,
 ): Promise<{ replayKey: string; paymentId: string }> {
   const key = randomUUID();
   const response = await fetch(`${url}/v1/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body });
-  if (response.status !== 201) throw new Error(`the first payment answered ${response.status}`);
+  if (response.status !== 201) throw new Error(`a bench payment answered ${response.status}`);
   return { replayKey: key, paymentId: ((await response.json()) as { id: string }).id };
 }
 
@@ -332,14 +333,8 @@ async function refundablePayments(url: string, headers: Record<string, string>):
   const body = JSON.stringify({ amount: 99_999_999, currency: 'USD', payment_method: 'pm_card_ok' });
   const ids: string[] = [];
   while (ids.length < REFUND_POOL) {
-    const batch = await Promise.all(
-      Array.from({ length: 20 }, async () => {
-        const response = await fetch(`${url}/v1/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': randomUUID() }, body });
-        if (response.status !== 201) throw new Error(`a payment to refund answered ${response.status}`);
-        return ((await response.json()) as { id: string }).id;
-      }),
-    );
-    ids.push(...batch);
+    const batch = await Promise.all(Array.from({ length: 20 }, () => onePayment(url, headers, body)));
+    ids.push(...batch.map((payment) => payment.paymentId));
   }
   return ids;
 }

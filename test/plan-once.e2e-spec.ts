@@ -152,6 +152,10 @@ describe('statements planned once', () => {
     await stack.stopWorkers();
 
     const statements = preparedStatementTexts();
+    // The paths above prepared what a create and a refund send: both claims, the fenced outcome, the key's read, a read by id.
+    for (const fragment of ['INSERT INTO payments', 'WITH claimed AS', 'WITH held AS MATERIALIZED', 'FROM idempotency_keys', 'FOR UPDATE']) {
+      expect(statements.some((text) => text.includes(fragment))).toBe(true);
+    }
     expect(statements.length).toBeGreaterThan(5);
     await pg.query('BEGIN');
     const ambiguous: string[] = [];
