@@ -13,6 +13,7 @@ import { WebhookEndpoints1797000000000 } from './1797000000000-WebhookEndpoints'
 import { RetentionIndexes1797100000000 } from './1797100000000-RetentionIndexes';
 import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnce';
 import { OneIndexPerLookup1797300000000 } from './1797300000000-OneIndexPerLookup';
+import { EventCheckPlannedOnce1797400000000 } from './1797400000000-EventCheckPlannedOnce';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -31,4 +32,5 @@ export const migrations = [
   RetentionIndexes1797100000000,
   ChecksPlannedOnce1797200000000,
   OneIndexPerLookup1797300000000,
+  EventCheckPlannedOnce1797400000000,
 ];

@@ -181,4 +181,34 @@ describe('statements planned once', () => {
     }
     expect(ambiguous).toEqual([]);
   });
+
+  /**
+   * The commit-time status check (status_has_event) runs its lookup as static
+   * PL/pgSQL, whose plans Postgres also keeps for the session. Its lookup
+   * binds every column of a unique index, so it expects one row, and no
+   * index that binds the client alone can be priced lower: the generic plan
+   * goes through the unique index, and the function sets no planner option
+   * of its own (a setting is saved and restored around every call).
+   */
+  it('checks a status change’s event through the events’ unique index', async () => {
+    const [{ source, config }] = (
+      await pg.query<{ source: string; config: string[] | null }>(
+        `SELECT prosrc AS source, proconfig AS config FROM pg_proc WHERE proname = 'status_has_event'`,
+      )
+    ).rows;
+    expect(config).toBeNull();
+    await pg.query('BEGIN');
+    try {
+      for (const [column, index] of [
+        ['payment_id', 'events_payment_type_key'],
+        ['refund_id', 'events_refund_type_key'],
+      ]) {
+        expect(source).toContain(`e.client_id = NEW.client_id AND e.${column} = NEW.id AND e.type = event_type`);
+        const lookup = `SELECT EXISTS (SELECT 1 FROM events e WHERE e.client_id = $1::uuid AND e.${column} = $2::text AND e.type = $3::text)`;
+        expect(await genericPlan(lookup)).toEqual([expect.objectContaining({ relation: 'events', index })]);
+      }
+    } finally {
+      await pg.query('ROLLBACK');
+    }
+  });
 });
