@@ -14,6 +14,7 @@ import { RetentionIndexes1797100000000 } from './1797100000000-RetentionIndexes'
 import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnce';
 import { OneIndexPerLookup1797300000000 } from './1797300000000-OneIndexPerLookup';
 import { EventCheckPlannedOnce1797400000000 } from './1797400000000-EventCheckPlannedOnce';
+import { KeyCheckWithoutCount1797500000000 } from './1797500000000-KeyCheckWithoutCount';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -33,4 +34,5 @@ export const migrations = [
   ChecksPlannedOnce1797200000000,
   OneIndexPerLookup1797300000000,
   EventCheckPlannedOnce1797400000000,
+  KeyCheckWithoutCount1797500000000,
 ];

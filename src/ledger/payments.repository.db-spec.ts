@@ -42,7 +42,12 @@ describe('PaymentsRepository on Postgres', () => {
       expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
     });
 
-    it.each([['a non-ASCII key', 'clé'], ['a blank key', '   '], ['a key of 256 characters', 'k'.repeat(256)]])(
+    it.each([
+      ['a non-ASCII key', 'clé'],
+      ['a key with a control character', 'a\tb'],
+      ['a blank key', '   '],
+      ['a key of 256 characters', 'k'.repeat(256)],
+    ])(
       'idempotency_keys_key_check refuses %s',
       async (_case, key) => {
         const { lease } = await given.claimed(clientId);
@@ -56,6 +61,17 @@ describe('PaymentsRepository on Postgres', () => {
         );
       },
     );
+
+    it('idempotency_keys_key_check takes 255 printable ASCII characters', async () => {
+      const { lease } = await given.claimed(clientId);
+      const key = ` ~${'k'.repeat(251)}~ `;
+
+      await db.dataSource.query(`UPDATE idempotency_keys SET key = $1 WHERE client_id = $2 AND key = $3`, [key, clientId, lease.key]);
+
+      expect(await db.dataSource.query(`SELECT length(key) AS length FROM idempotency_keys WHERE client_id = $1 AND key = $2`, [clientId, key])).toEqual([
+        { length: 255 },
+      ]);
+    });
 
     it('takes every field at its limit', async () => {
       const { payment } = await given.claimed(clientId);
