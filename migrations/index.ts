@@ -15,6 +15,7 @@ import { ChecksPlannedOnce1797200000000 } from './1797200000000-ChecksPlannedOnc
 import { OneIndexPerLookup1797300000000 } from './1797300000000-OneIndexPerLookup';
 import { EventCheckPlannedOnce1797400000000 } from './1797400000000-EventCheckPlannedOnce';
 import { KeyCheckWithoutCount1797500000000 } from './1797500000000-KeyCheckWithoutCount';
+import { EmptyMetadataChecked1797600000000 } from './1797600000000-EmptyMetadataChecked';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -35,4 +36,5 @@ export const migrations = [
   OneIndexPerLookup1797300000000,
   EventCheckPlannedOnce1797400000000,
   KeyCheckWithoutCount1797500000000,
+  EmptyMetadataChecked1797600000000,
 ];
