@@ -14,8 +14,14 @@ const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi;
 /** Headers whose whole value is a credential, whatever its shape. */
 const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'x-api-key', 'cookie', 'webhook-signature']);
 
-/** Keys, webhook secrets and a URL's credentials, wherever they appear in a string. */
+/**
+ * Keys, webhook secrets and a URL's credentials, wherever they appear in a
+ * string. Most strings logged (a header's value, a path) hold neither an
+ * underscore, which every key and secret has, nor an @, which URL credentials
+ * end with: those are returned as they are, without running the expressions.
+ */
 export function redactSecrets(text: string): string {
+  if (!text.includes('_') && !text.includes('@')) return text;
   return text.replace(SECRET, REDACTED).replace(URL_CREDENTIALS, `$1${REDACTED}@`);
 }
 
