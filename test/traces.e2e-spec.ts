@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { type IncomingHttpHeaders, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { DataSource } from 'typeorm';
 import { createDataSource } from '../src/database/data-source';
 import { eventually } from './support/eventually';
@@ -142,5 +144,31 @@ describe('OpenTelemetry traces across the API, the worker and the mock provider'
       { timeoutMs: 15_000, what: 'the pending payment to settle' },
     );
     expect(settled.body.status).toBe('succeeded');
+  });
+
+  it("a merchant's webhook carries no trace context: the trace is ours, the merchant is another party", async () => {
+    const received: IncomingHttpHeaders[] = [];
+    const merchant = createServer((request, response) => {
+      received.push(request.headers);
+      request.resume().on('end', () => response.writeHead(204).end());
+    });
+    await new Promise<void>((listening) => merchant.listen(0, '127.0.0.1', listening));
+    try {
+      const webhookUrl = `http://127.0.0.1:${(merchant.address() as AddressInfo).port}/hooks`;
+      const merchantClient = new PaymentsClient(api.url, (await createClient(db, 'traces merchant', { webhookUrl })).apiKey);
+      const created = await merchantClient.post(randomUUID(), { amount: 700, currency: 'USD', payment_method: 'pm_card_ok' });
+      expect(created.status).toBe(201);
+
+      const [delivered] = await eventually(() => (received.length > 0 ? received : undefined), {
+        timeoutMs: 15_000,
+        what: "the merchant's webhook",
+      });
+      expect(delivered['webhook-id']).toBeDefined();
+      expect(delivered.traceparent).toBeUndefined();
+      expect(delivered.tracestate).toBeUndefined();
+    } finally {
+      merchant.closeAllConnections();
+      await new Promise<void>((closed) => merchant.close(() => closed()));
+    }
   });
 });

@@ -11,6 +11,7 @@ import { type SignedRequest, postSignedWebhook, signedWebhookRequest } from '../
 import type { AppConfig } from '../config/app-config';
 import { InjectConfig } from '../config/config.module';
 import { Metrics } from '../metrics/metrics';
+import { outsideTraces } from '../tracing/tracing';
 import { backoffDelayMs } from '../provider/retry-policy';
 import { toEventResource } from './event';
 import { type ClaimedDelivery, type DeliveryClaim, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
@@ -142,7 +143,8 @@ export class WebhookDispatcher implements OnModuleDestroy {
     } catch (error) {
       return `not signed: ${errorForLog(error).message ?? 'unknown error'}`;
     }
-    return postSignedWebhook(delivery.url, request, { timeoutMs, dispatcher: this.agent });
+    // The merchant is another party: our trace context is not sent to it.
+    return outsideTraces(() => postSignedWebhook(delivery.url, request, { timeoutMs, dispatcher: this.agent }));
   }
 }
 

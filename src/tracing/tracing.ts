@@ -20,6 +20,8 @@ import { tracingConfig } from '../config/app-config';
 interface Tracing {
   api: typeof Api;
   tracer: Api.Tracer;
+  /** A context in which nothing is traced and no trace context is sent (@opentelemetry/core's). */
+  suppressTracing(context: Api.Context): Api.Context;
   shutdown(): Promise<void>;
 }
 
@@ -49,7 +51,7 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
   const api = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
   const { AsyncLocalStorageContextManager } =
     require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
-  const { W3CTraceContextPropagator } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
+  const { W3CTraceContextPropagator, suppressTracing } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const { ATTR_SERVICE_NAME } =
     require('@opentelemetry/semantic-conventions') as typeof import('@opentelemetry/semantic-conventions');
@@ -83,7 +85,7 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
       new UndiciInstrumentation(),
     ],
   });
-  active = { api, tracer: provider.getTracer(serviceName), shutdown: () => provider.shutdown() };
+  active = { api, tracer: provider.getTracer(serviceName), suppressTracing, shutdown: () => provider.shutdown() };
   return true;
 }
 
@@ -128,6 +130,19 @@ export async function inSpanUnder<T>(
       span.end();
     }
   });
+}
+
+/**
+ * Runs `work` with our traces kept to ourselves: a request it sends carries
+ * no `traceparent` and makes no span. For calls to another party (a
+ * merchant's webhook endpoint), for whom our trace ids are neither meant nor
+ * useful, and whose own tracing should not join our traces. Without tracing,
+ * just runs `work`.
+ */
+export function outsideTraces<T>(work: () => Promise<T>): Promise<T> {
+  if (!active) return work();
+  const { api, suppressTracing } = active;
+  return api.context.with(suppressTracing(api.context.active()), work);
 }
 
 /** Ends tracing: the spans still buffered are exported first. Idempotent. */
