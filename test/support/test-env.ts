@@ -11,11 +11,28 @@ import { dropWorkerQueues } from './worker-queues';
  */
 
 /**
- * The suite's database: TEST_DATABASE_URL when set, else payments_test on the
+ * The run's database: TEST_DATABASE_URL when set, else payments_test on the
  * local server. Never DATABASE_URL: one exported for a development stack must
  * not become the database the suite empties.
  */
-export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
+export const SUITE_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/payments_test';
+
+/**
+ * The database of jest worker `workerId`: the run's own for worker 1 (and
+ * outside jest's workers), else the run's name with `_w<id>` (payments_test_w2),
+ * so that files running at once in two workers never empty each other's tables.
+ * test/global-setup.ts creates and migrates one per worker.
+ */
+export function workerDatabaseUrl(suiteUrl: string, workerId: string | undefined): string {
+  if (workerId === undefined || workerId === '1') return suiteUrl;
+  if (!/^[1-9][0-9]*$/.test(workerId)) throw new Error(`Unexpected JEST_WORKER_ID "${workerId}"`);
+  const url = new URL(suiteUrl);
+  url.pathname = `${url.pathname}_w${workerId}`;
+  return url.toString();
+}
+
+/** The suite's database in this process: its jest worker's (see workerDatabaseUrl). */
+export const TEST_DATABASE_URL = workerDatabaseUrl(SUITE_DATABASE_URL, process.env.JEST_WORKER_ID);
 // What the specs spawn inherits the suite's database, whatever the shell exported.
 process.env.DATABASE_URL = TEST_DATABASE_URL;
 // A secrets key of the suite's own (not the development default), which every process it spawns shares.
