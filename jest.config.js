@@ -1,8 +1,9 @@
-// Three projects in `npm test`: unit specs beside the code; database specs
+// Four projects in `npm test`: unit specs beside the code; database specs
 // (*.db-spec.ts) beside the repositories, and in test/database/ those that
-// span every feature, against the real Postgres; e2e specs
-// in test/ against real Postgres, Redis and a mock-provider process. A fourth,
-// scale, runs only with `npm run test:scale`. NestJS 12 ships
+// span every feature, against the real Postgres; e2e specs in test/ against
+// real Postgres, Redis and a mock-provider process, split in two: e2e, run two
+// at a time beside the unit and database files, and e2e-serial, run alone one
+// after another. A fifth, scale, runs only with `npm run test:scale`. NestJS 12 ships
 // ESM only, which jest loads from these CommonJS test files through
 // --experimental-vm-modules.
 const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
@@ -11,10 +12,39 @@ const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
 // Its specs run as ES modules (jest from '@jest/globals').
 const moduleNameMapper = { '^(\\.{1,2}/.*)\\.js$': '$1' };
 
+// e2e files whose assertions rest on how fast processes run beside one
+// another: latency and elapsed-time bounds, a lease, a timeout or a pending
+// charge's settling racing the next step, kills mid-request, runs that draw
+// as many cases as their time allows, measurements. Sharing two cores with
+// another file would make them slower and flakier, so they run alone (the
+// e2e-serial project, after or before the rest), one after another.
+const serialE2e = [
+  'api-keys', // a revoked key refused on every API process within 2 s
+  'bench',
+  'chaos',
+  'client', // 200 payments through a failing provider and an API crash
+  'client-budget',
+  'crash-recovery', // kills and stalls at crash points, past 1.5 s leases
+  'fuzz', // draws until its time is up
+  'infrastructure-faults',
+  'key-retention', // a key's expiry against a charge settling later
+  'merchant-events', // 500 ms webhook timeouts, a horizon
+  'mock-provider', // replies within 300 ms, latencies
+  'model', // draws until its time is up
+  'multi-process',
+  'refund-crashes',
+  'resilience', // a retry about a second later, fail-fast bounds
+  'retention', // reads before the retention horizon
+  'review', // 202 meanwhile, before a charge settles
+  'traces', // a lease and a timeout against a settling charge
+].map((name) => `<rootDir>/test/${name}.e2e-spec.ts`);
+
 /** @type {import('jest').Config} */
 module.exports = {
-  // e2e files share one database and one provider, so files run one after another.
-  maxWorkers: 1,
+  // Two workers, as CI's machine has two cores. Each worker has a database of
+  // its own (test/support/test-env.ts), and every file a queue prefix and
+  // ports of its own, so files in two workers share no state.
+  maxWorkers: 2,
   projects: [
     {
       displayName: 'unit',
@@ -33,11 +63,24 @@ module.exports = {
       globalSetup: '<rootDir>/test/global-setup.ts',
     },
     {
+      // Two at a time, beside the unit and database files.
       displayName: 'e2e',
       testEnvironment: 'node',
       transform,
       moduleNameMapper,
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      testPathIgnorePatterns: ['/node_modules/', ...serialE2e.map((path) => path.replace('<rootDir>', __dirname).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))],
+      globalSetup: '<rootDir>/test/global-setup.ts',
+    },
+    {
+      // Alone: the serial runner runs them in the jest process one after
+      // another, while no other file runs (see serialE2e).
+      displayName: 'e2e-serial',
+      testEnvironment: 'node',
+      transform,
+      moduleNameMapper,
+      testMatch: serialE2e,
+      runner: '<rootDir>/test/serial-runner.js',
       globalSetup: '<rootDir>/test/global-setup.ts',
     },
     {
