@@ -32,6 +32,7 @@ const serialE2e = [
   'mock-provider', // replies within 300 ms, latencies
   'model', // draws until its time is up
   'multi-process',
+  'observability', // a retry racing the request that holds its key
   'refund-crashes',
   'resilience', // a retry about a second later, fail-fast bounds
   'retention', // reads before the retention horizon
