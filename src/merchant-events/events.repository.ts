@@ -28,7 +28,8 @@ export class EventsRepository {
    * above what a reader has already seen, so a merchant catching up
    * newest-first until an event it knows misses nothing. An event is listed
    * once the writes that started before its own have ended, which is
-   * milliseconds unless a long transaction is open on the database.
+   * milliseconds unless a long transaction is open anywhere on the Postgres
+   * server (transaction ids, and so the snapshot's xmin, are the server's).
    */
   async listForClient(
     db: EntityManager,
