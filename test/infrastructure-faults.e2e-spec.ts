@@ -220,6 +220,8 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
     const s = stack;
     const recorder = new ReplyRecorder();
     const giveUps: GiveUpInfo[] = [];
+    /** Every payment's replies so far, as they come. */
+    const sent: Reply[][] = [];
     let finished = 0;
     const load = Promise.all(
       Array.from({ length: CLIENTS }, async (_, client) => {
@@ -229,6 +231,7 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
           const body = { amount: 100 + n, currency: 'USD' as const, payment_method: METHODS[(client + n) % METHODS.length] };
           const key = randomUUID();
           const replies = recorder.watch(key);
+          sent.push(replies);
           const payment = await api.payments.create(body, { idempotencyKey: key }).catch((error: unknown) => {
             if (error instanceof DeclineError) return error.payment;
             return undefined;
@@ -241,7 +244,9 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
       }),
     );
 
-    // Restart mid-load, and hold it down until the API has been seen answering the outage.
+    // Restart mid-load, and hold it down until the API has been seen answering the outage: its
+    // readiness, and a payment request of the load (clients spend stretches in a provider's
+    // timeout or a backoff, and an outage over before any of them asks would show nothing).
     await eventually(async () => (finished >= CLIENTS ? true : undefined), { timeoutMs: 30_000, what: 'load under way' });
     await postgres.stop();
     const duringOutage = await eventually(
@@ -252,6 +257,10 @@ describe('Postgres restarted under load (a private Postgres cluster)', () => {
       { what: 'readiness to notice' },
     );
     expect(duringOutage.body.error?.message).toContain('postgres');
+    await eventually(() => (sent.flat().some((reply) => reply.kind === 'http' && reply.status === 503) ? true : undefined), {
+      timeoutMs: 15_000,
+      what: 'a payment request answered 503 during the outage',
+    });
     await postgres.start();
 
     const results = (await load).flat();
