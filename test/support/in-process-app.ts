@@ -5,7 +5,7 @@ import { Test } from '@nestjs/testing';
 import type { App } from 'supertest/types';
 import { DataSource } from 'typeorm';
 import { type ProviderProcess, startProvider } from './processes';
-import { freePort } from './private-redis';
+import { reservePort } from './private-redis';
 import { emptyTables } from './scratch-database';
 import { AppModule } from '../../src/app.module';
 import { configureHttpApp } from '../../src/http-app';
@@ -71,8 +71,12 @@ export class InProcessStack {
 
   async start(): Promise<this> {
     const { provider, providerEnv, config, providerEvents = false } = this.options;
-    // The provider starts first (the API needs its URL), so the API's port is chosen before either.
-    const apiPort = await freePort();
+    // The provider starts first (the API needs its URL), so the API's port is chosen before either,
+    // and held until the API listens: the API's own start opens connections whose ephemeral ports
+    // could otherwise take it (seen once: EADDRINUSE).
+    const reserved = await reservePort();
+    this.teardown.push(() => reserved.release());
+    const apiPort = reserved.port;
     if (provider) {
       this.provider = provider;
     } else {
@@ -87,6 +91,7 @@ export class InProcessStack {
     const { app, dataSource } = await startApi(this.config);
     this.app = app;
     this.teardown.push(() => app.close());
+    await reserved.release();
     await app.listen(apiPort, '127.0.0.1');
     this.url = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
     this.metricsUrl = `http://127.0.0.1:${app.get(MetricsServer).port}`;

@@ -100,6 +100,24 @@ async function answersPing(url: string): Promise<boolean> {
   }
 }
 
+/**
+ * A loopback port held by a listening socket until `release`, for a server
+ * of this process that must be told its port before it can listen (a
+ * provider given the API's URL first): while held, no other socket can take
+ * it, an outgoing connection's ephemeral port included. Release it right
+ * before listening on it.
+ */
+export async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
+  const server = createServer();
+  await new Promise<void>((listening, fail) => {
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => listening());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return { port, release: () => new Promise<void>((closed) => server.close(() => closed())) };
+}
+
 /** A port the kernel just handed out on loopback; free unless someone races us to it. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
