@@ -70,7 +70,7 @@ module.exports = {
       transform,
       moduleNameMapper,
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
-      testPathIgnorePatterns: ['/node_modules/', ...serialE2e.map((path) => path.replace('<rootDir>', __dirname).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))],
+      testPathIgnorePatterns: ['/node_modules/', ...serialE2e],
       globalSetup: '<rootDir>/test/global-setup.ts',
     },
     {
