@@ -105,7 +105,7 @@ async function answersPing(url: string): Promise<boolean> {
  * of this process that must be told its port before it can listen (a
  * provider given the API's URL first): while held, no other socket can take
  * it, an outgoing connection's ephemeral port included. Release it right
- * before listening on it.
+ * before listening on it; releasing again does nothing.
  */
 export async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
   const server = createServer();
@@ -115,18 +115,19 @@ export async function reservePort(): Promise<{ port: number; release: () => Prom
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
-  return { port, release: () => new Promise<void>((closed) => server.close(() => closed())) };
+  const closed = new Promise<void>((done) => server.once('close', () => done()));
+  return {
+    port,
+    release: () => {
+      if (server.listening) server.close();
+      return closed;
+    },
+  };
 }
 
-/** A port the kernel just handed out on loopback; free unless someone races us to it. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+/** A port the kernel just handed out on loopback; free unless someone races us to it (see reservePort). */
+export async function freePort(): Promise<number> {
+  const { port, release } = await reservePort();
+  await release();
+  return port;
 }
