@@ -41,20 +41,20 @@ describe('POST /v1/refunds', () => {
   }
 
   /**
-   * The ids of the client's listed `refund.succeeded` events, once there are
-   * `count`. The list shows an event once every transaction older than its
-   * own has ended, on the whole Postgres server (see
+   * The ids of the client's listed `refund.succeeded` events, once there is
+   * one. The list shows an event once every transaction older than its own
+   * has ended, on the whole Postgres server (see
    * EventsRepository.listForClient): milliseconds, unless another run's
    * transaction is open.
    */
-  function refundEventsListed(count: number): Promise<string[]> {
+  function refundEventsListed(): Promise<string[]> {
     return eventually(
       async () => {
         const events = await get('/v1/events?type=refund.succeeded');
         const ids = (events.body.data as { data: { object: { id: string } } }[]).map((event) => event.data.object.id);
-        return ids.length >= count ? ids : undefined;
+        return ids.length > 0 ? ids : undefined;
       },
-      { what: `${count} refund.succeeded event(s) in the list` },
+      { what: 'a refund.succeeded event in the list' },
     );
   }
 
@@ -110,7 +110,7 @@ describe('POST /v1/refunds', () => {
     expect((await get(`/v1/refunds/${first.body.id}`)).body).toEqual(first.body);
     const listed = await get(`/v1/refunds?payment=${payment.id}`);
     expect(listed.body).toEqual({ object: 'list', data: [first.body], has_more: false });
-    expect(await refundEventsListed(1)).toEqual([first.body.id]);
+    expect(await refundEventsListed()).toEqual([first.body.id]);
   });
 
   it('refunds all that is left when no amount is given, then refuses more (400 amount_too_large) and writes nothing', async () => {
@@ -246,7 +246,7 @@ describe('POST /v1/refunds', () => {
     expect(replay.body).toMatchObject({ id: accepted.body.id, status: 'succeeded' });
     expect(await stack.provider.refundsFor(accepted.body.id)).toHaveLength(1);
     expect(await reserved(payment.id)).toEqual({ amount_reserved: 500, amount_refunded: 500 });
-    expect(await refundEventsListed(1)).toEqual([accepted.body.id]);
+    expect(await refundEventsListed()).toEqual([accepted.body.id]);
   });
 });
 
