@@ -10,11 +10,12 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * function, against a generic plan that might take another index. A
  * function-level setting is itself a cost on every call (the setting is
  * saved, set and restored around it), and the plan it forced was made afresh
- * every time: together about a twelfth of the database's time per create.
- * The fear does not hold: the lookup binds all three columns of the events'
- * unique (client, row, type) index, which promises at most one row, so no
- * plan the planner can make prefers an index that binds only the client. The
- * event-check spec of plan-once asserts it on the generic plan.
+ * every time: together about a twelfth of the database's time per create
+ * (perf on the backends: 7.8 % of their samples under the call).
+ * The lookup binds all three columns of the events' unique (client, row,
+ * type) index, which the planner estimates at one row, less than any index
+ * that binds only the client can promise; the event-check spec of plan-once
+ * asserts that the generic plans of both lookups take the unique index.
  */
 export class EventCheckPlannedOnce1797400000000 implements MigrationInterface {
   name = 'EventCheckPlannedOnce1797400000000';
