@@ -16,6 +16,7 @@ import { OneIndexPerLookup1797300000000 } from './1797300000000-OneIndexPerLooku
 import { EventCheckPlannedOnce1797400000000 } from './1797400000000-EventCheckPlannedOnce';
 import { KeyCheckWithoutCount1797500000000 } from './1797500000000-KeyCheckWithoutCount';
 import { EmptyMetadataChecked1797600000000 } from './1797600000000-EmptyMetadataChecked';
+import { ColumnRulesAsDomains1797700000000 } from './1797700000000-ColumnRulesAsDomains';
 
 /** Every migration, oldest first. Listed explicitly so the build needs no globbing. */
 export const migrations = [
@@ -37,4 +38,5 @@ export const migrations = [
   EventCheckPlannedOnce1797400000000,
   KeyCheckWithoutCount1797500000000,
   EmptyMetadataChecked1797600000000,
+  ColumnRulesAsDomains1797700000000,
 ];

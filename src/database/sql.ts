@@ -174,7 +174,14 @@ export function limitLiteral(limit: number): string {
 export class Params {
   readonly values: unknown[] = [];
 
-  /** The placeholder of `value`, with a cast when one is given (`$4::text`). */
+  /**
+   * The placeholder of `value`, with a cast when one is given (`$4::text`).
+   * A value assigned to a column whose type is a domain is cast to the
+   * domain's base type (unsized: `text`, not `character(3)`, which would
+   * truncate), so that the domain's rule runs in the statement rather than
+   * while the parameter is decoded (see docs/design.md, "Tables and
+   * statements").
+   */
   add(value: unknown, cast?: string): string {
     this.values.push(value);
     return cast === undefined ? `$${this.values.length}` : `$${this.values.length}::${cast}`;

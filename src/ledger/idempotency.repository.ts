@@ -70,7 +70,7 @@ export function claimedCte(
   operation: Operation<OperationRow>,
   row: { id: string; client: string },
 ): string {
-  const key = params.add(claim.lease.key);
+  const key = params.add(claim.lease.key, 'text');
   const fingerprint = params.add(claim.fingerprint);
   const token = params.add(claim.lease.token);
   const leaseMs = params.add(claim.leaseMs);
@@ -227,7 +227,7 @@ export class IdempotencyRepository {
       db,
       `INSERT INTO idempotency_keys
          (client_id, key, fingerprint, response_status, response_body, completed_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, now(), now() + $6 * interval '1 hour')
+       VALUES ($1, $2::text, $3, $4, $5, now(), now() + $6 * interval '1 hour')
        ON CONFLICT (client_id, key) DO UPDATE SET
          fingerprint = EXCLUDED.fingerprint,
          payment_id = NULL,

@@ -55,7 +55,7 @@ export class OperationsRepository {
   ): Promise<boolean> {
     const rows = await queryRows(
       db,
-      `UPDATE ${operation.table.name} SET provider_version = $3
+      `UPDATE ${operation.table.name} SET provider_version = $3::integer
         WHERE id = $1 AND client_id = $2 AND provider_version < $3 RETURNING 1`,
       [ref.id, ref.clientId, version],
       { planOnce: true },
@@ -159,8 +159,8 @@ export class OperationsRepository {
        moved AS (
          UPDATE ${table.name}
             SET status = ${status},
-                ${providerIdColumn} = COALESCE(${params.add('providerId' in outcome ? outcome.providerId : null)}, ${providerIdColumn}),
-                failure_code = ${params.add(outcome.status === 'succeeded' ? null : outcome.failureCode)},
+                ${providerIdColumn} = COALESCE(${params.add('providerId' in outcome ? outcome.providerId : null, 'text')}, ${providerIdColumn}),
+                failure_code = ${params.add(outcome.status === 'succeeded' ? null : outcome.failureCode, 'text')},
                 failure_message = ${params.add(outcome.status === 'succeeded' ? null : outcome.failureMessage)},
                 resolved_by = ${params.add(resolution?.by ?? null)},
                 resolution_reason = ${params.add(resolution?.reason ?? null)},

@@ -20,16 +20,19 @@ describe('PaymentsRepository on Postgres', () => {
       db.dataSource.query(`UPDATE payments SET ${assignment} WHERE id = $1`, [paymentId]);
 
     it.each([
-      ['payments_payment_method_check', `payment_method = repeat(U&'\\2764\\FE0F', 128)`],
-      ['payments_description_check', `description = repeat('x', 501)`],
-      ['payments_order_id_check', `order_id = repeat(U&'\\2764\\FE0F', 33)`],
-      ['payments_metadata_check', `metadata = jsonb_build_object(repeat('k', 41), 'v')`],
-      ['payments_metadata_check', `metadata = jsonb_build_object('k', repeat('v', 501))`],
-      ['payments_metadata_check', `metadata = '{"k": 1}'`],
-      ['payments_metadata_check', `metadata = '["v"]'`],
-      ['payments_metadata_check', `metadata = (SELECT jsonb_object_agg('k' || i, 'v') FROM generate_series(1, 21) i)`],
-      ['payments_provider_charge_id_check', `provider_charge_id = ''`],
-      ['payments_failure_code_check', `failure_code = repeat('x', 101)`],
+      ['payment_method_token_check', `payment_method = repeat(U&'\\2764\\FE0F', 128)`],
+      ['description_text_check', `description = repeat('x', 501)`],
+      ['order_reference_check', `order_id = repeat(U&'\\2764\\FE0F', 33)`],
+      ['metadata_object_check', `metadata = jsonb_build_object(repeat('k', 41), 'v')`],
+      ['metadata_object_check', `metadata = jsonb_build_object('k', repeat('v', 501))`],
+      ['metadata_object_check', `metadata = '{"k": 1}'`],
+      ['metadata_object_check', `metadata = '["v"]'`],
+      ['metadata_object_check', `metadata = (SELECT jsonb_object_agg('k' || i, 'v') FROM generate_series(1, 21) i)`],
+      ['provider_reference_check', `provider_charge_id = ''`],
+      ['failure_code_check', `failure_code = repeat('x', 101)`],
+      ['amount_minor_units_check', `amount = 0`],
+      ['currency_code_check', `currency = 'usd'`],
+      ['provider_version_check', `provider_version = -1`],
       // The refund sums: never refunded more than reserved, never reserved more than the amount, nothing reserved unless succeeded.
       ['payments_refunds_check', `amount_refunded = 1`],
       ['payments_refundable_check', `amount_reserved = 1`],
@@ -42,13 +45,33 @@ describe('PaymentsRepository on Postgres', () => {
       expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
     });
 
+    // A refund's columns take the same types as the payment's, each with its rule.
+    it.each([
+      ['amount_minor_units_check', `amount = 100000000`],
+      ['currency_code_check', `currency = 'US1'`],
+      ['refund_reason_check', `reason = 'changed_mind'`],
+      ['metadata_object_check', `metadata = '["v"]'`],
+      ['provider_reference_check', `provider_refund_id = ''`],
+      ['failure_code_check', `failure_code = ''`],
+      ['provider_version_check', `provider_version = -1`],
+    ])('%s refuses a refund’s %s', async (constraint, assignment) => {
+      const { payment } = await given.succeeded(clientId);
+      const { refund } = await given.claimedRefund({ clientId, id: payment.id }, 100);
+
+      const error: unknown = await db.dataSource
+        .query(`UPDATE refunds SET ${assignment} WHERE id = $1`, [refund.id])
+        .catch((thrown: unknown) => thrown);
+
+      expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
+    });
+
     it.each([
       ['a non-ASCII key', 'clé'],
       ['a key with a control character', 'a\tb'],
       ['a blank key', '   '],
       ['a key of 256 characters', 'k'.repeat(256)],
     ])(
-      'idempotency_keys_key_check refuses %s',
+      'idempotency_key_check refuses %s',
       async (_case, key) => {
         const { lease } = await given.claimed(clientId);
 
@@ -57,12 +80,12 @@ describe('PaymentsRepository on Postgres', () => {
           .catch((thrown: unknown) => thrown);
 
         expect((error as QueryFailedError & { driverError: { constraint?: string; code?: string } }).driverError).toMatchObject(
-          key.length > 255 ? { code: '22001' } : { constraint: 'idempotency_keys_key_check' },
+          key.length > 255 ? { code: '22001' } : { constraint: 'idempotency_key_check' },
         );
       },
     );
 
-    it('idempotency_keys_key_check takes 255 printable ASCII characters', async () => {
+    it('idempotency_key_check takes 255 printable ASCII characters', async () => {
       const { lease } = await given.claimed(clientId);
       const key = ` ~${'k'.repeat(251)}~ `;
 

@@ -38,9 +38,10 @@ export class PaymentsRepository {
       `WITH ${claimedCte(params, claim, PAYMENTS, { id, client })}
        INSERT INTO payments
          (id, client_id, amount, currency, payment_method, order_id, description, metadata, provider_key, trace_parent)
-       SELECT ${id}, ${client}, ${params.add(payment.amount)}, ${params.add(payment.currency)},
-              ${params.add(payment.paymentMethod)}, ${params.add(payment.orderId)}, ${params.add(payment.description)},
-              ${params.add(JSON.stringify(payment.metadata))}, ${params.add(payment.providerKey)},
+       SELECT ${id}, ${client}, ${params.add(payment.amount, 'integer')}, ${params.add(payment.currency, 'text')},
+              ${params.add(payment.paymentMethod, 'text')}, ${params.add(payment.orderId, 'text')},
+              ${params.add(payment.description, 'text')}, ${params.add(JSON.stringify(payment.metadata), 'jsonb')},
+              ${params.add(payment.providerKey)},
               ${params.add(currentTraceparent())}
          FROM claimed
        RETURNING ${PAYMENT}`,

@@ -83,7 +83,7 @@ export class RefundsRepository {
             RETURNING 1
          )
          INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM reserved
+         SELECT $1, $2, $3, $4, $5::text, $6::text, $7::jsonb, $8, $9, $10 FROM reserved
          RETURNING ${REFUND}`,
         [
           refund.id,

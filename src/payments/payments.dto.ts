@@ -12,9 +12,9 @@ const SUPPORTED_CURRENCIES = [
 ] as const;
 
 /**
- * The limits of a payment's fields, in code points, as the schema's checks
- * count them (payments_*_check, payments_metadata_check): a value these let
- * through is one Postgres stores.
+ * The limits of a payment's fields, in code points, as the schema's column
+ * types count them (payment_method_token, order_reference, description_text,
+ * metadata_object): a value these let through is one Postgres stores.
  */
 export const PAYMENT_METHOD_MAX_LENGTH = 255;
 export const ORDER_ID_MAX_LENGTH = 64;

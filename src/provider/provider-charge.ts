@@ -13,8 +13,8 @@ const STATUSES: readonly string[] = ['succeeded', 'failed', 'pending'] satisfies
 
 /**
  * The longest charge id and failure code kept, in code points: far above any
- * real one, and backed by the payments table's checks
- * (payments_provider_charge_id_check, payments_failure_code_check).
+ * real one, and backed by the schema's column types
+ * (provider_reference_check, failure_code_check).
  */
 export const PROVIDER_CHARGE_ID_MAX = 255;
 export const PROVIDER_FAILURE_CODE_MAX = 100;
