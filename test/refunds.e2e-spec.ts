@@ -210,6 +210,25 @@ describe('POST /v1/refunds', () => {
     expect(await reserved(payment.id)).toEqual({ amount_reserved: 480, amount_refunded: 480 });
   });
 
+  it('refunds all that is left once: 10 concurrent refunds without an amount under 10 keys', async () => {
+    const payment = await paid(500);
+    expect((await post('/v1/refunds', randomUUID(), { payment: payment.id, amount: 120 })).status).toBe(201);
+
+    // Each takes what is left as its locked row says, after the ones before it.
+    const responses = await Promise.all(Array.from({ length: 10 }, () => post('/v1/refunds', randomUUID(), { payment: payment.id })));
+
+    const created = responses.filter((res) => res.status === 201);
+    expect(created.map((res) => res.body.amount)).toEqual([380]);
+    for (const res of responses.filter((res) => res.status !== 201)) {
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'amount_too_large', message: 'Nothing is left to refund on this payment.' });
+    }
+    expect(await reserved(payment.id)).toEqual({ amount_reserved: 500, amount_refunded: 500 });
+    expect(await count('refunds')).toBe(2);
+    // The refused ones took their keys back: the payment's and the two refunds' are left.
+    expect(await count('idempotency_keys')).toBe(3);
+  });
+
   it.each(['pm_card_refund_lost_response', 'pm_card_refund_timeout'])(
     'survives a lost provider reply (%s): one provider refund, and the retry replays it',
     async (paymentMethod) => {
