@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -125,9 +126,43 @@ export async function reservePort(): Promise<{ port: number; release: () => Prom
   };
 }
 
-/** A port the kernel just handed out on loopback; free unless someone races us to it (see reservePort). */
+/** The lowest port freePort picks: above those servers are usually configured on (5432, 6379, 8080, …). */
+const UNHANDED_PORTS_FROM = 20_000;
+
+/**
+ * A loopback port that is free now, for a server another process will start
+ * on it later. It is picked at random below the kernel's ephemeral range
+ * (net.ipv4.ip_local_port_range), from which the kernel hands out ports by
+ * itself: an outgoing connection or a listen on port 0 never takes one of
+ * these in the meantime, as either could take a port the kernel had just
+ * handed out and been given back. Where the range leaves no room below it,
+ * falls back to such a port (see reservePort).
+ */
 export async function freePort(): Promise<number> {
+  const below = ephemeralPortsFrom();
+  for (let attempt = 0; below - UNHANDED_PORTS_FROM >= 1_000 && attempt < 20; attempt++) {
+    const port = UNHANDED_PORTS_FROM + Math.floor(Math.random() * (below - UNHANDED_PORTS_FROM));
+    if (await canListen(port)) return port;
+  }
   const { port, release } = await reservePort();
   await release();
   return port;
+}
+
+function ephemeralPortsFrom(): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+  } catch {
+    return 0;
+  }
+}
+
+async function canListen(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = await new Promise<boolean>((done) => {
+    server.once('error', () => done(false));
+    server.listen(port, '127.0.0.1', () => done(true));
+  });
+  if (listening) await new Promise<void>((closed) => server.close(() => closed()));
+  return listening;
 }
