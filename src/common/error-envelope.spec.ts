@@ -18,6 +18,7 @@ describe('fromInfrastructureError', () => {
         driverError: new Error('Client has encountered a connection error and is not queryable'),
       }),
     ],
+    ['a statement that outwaited its timeout', { message: 'canceling statement due to statement timeout', driverError: { code: '57014' } }],
     ['a statement in a transaction whose connection the server dropped', new QueryRunnerProviderAlreadyReleasedError()],
     ['the COMMIT of a transaction whose connection the server dropped', new QueryRunnerAlreadyReleasedError()],
   ])('answers 503 service_unavailable with Retry-After for %s', (_case, error) => {

@@ -166,6 +166,10 @@ const UNAVAILABLE_CODES = new Set([
   '25006',
   '40001', // serialization_failure
   '40P01', // deadlock_detected
+  // query_canceled: a statement that outwaited statement_timeout (behind a
+  // lock a migration holds, or an overloaded server) or was cancelled by an
+  // operator; it wrote nothing, and the same request can succeed later.
+  '57014',
 ]);
 
 /**

@@ -46,6 +46,37 @@ describe('queryRows outside a transaction', () => {
     expect(await backendPid()).not.toBe(pid);
   });
 
+  it('fails a statement that waits on a lock past its timeout as the service being unavailable, writing nothing', async () => {
+    // A table of its own, dropped at the end: the database is the suite's.
+    await queryRows(db.dataSource.manager, 'CREATE TABLE held_off (id int PRIMARY KEY)');
+    const holder = db.dataSource.createQueryRunner();
+    await holder.connect();
+    try {
+      // What a migration's ALTER TABLE holds until it commits.
+      await holder.startTransaction();
+      await holder.query('LOCK TABLE held_off IN ACCESS EXCLUSIVE MODE');
+
+      const failure = await db.dataSource
+        .transaction(async (tx) => {
+          await tx.query(`SET LOCAL statement_timeout = '200ms'`);
+          await tx.query('INSERT INTO held_off VALUES (1)');
+        })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+
+      expect(failure).toMatchObject({ driverError: { code: '57014' } });
+      expect(fromInfrastructureError(failure)?.code).toBe(TransportErrorCode.ServiceUnavailable);
+      await holder.rollbackTransaction();
+      expect(await queryRows(db.dataSource.manager, 'SELECT id FROM held_off')).toEqual([]);
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
+      await queryRows(db.dataSource.manager, 'DROP TABLE held_off');
+    }
+  });
+
   it('keeps a connection whose statement failed on its own (a unique violation) in the pool', async () => {
     const pid = await backendPid();
     await queryRows(db.dataSource.manager, 'CREATE TEMP TABLE once (id int PRIMARY KEY)');
