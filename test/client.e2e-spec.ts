@@ -58,11 +58,16 @@ describe('the client library against the live stack', () => {
   it('200 payments through a 30 % failing provider and an API crash: each charged exactly once and final, no give-up silent', async () => {
     const giveUps: GiveUpInfo[] = [];
     let unanswered = 0;
-    const counting: typeof fetch = (input, init) =>
-      fetch(input, init).catch((error: unknown) => {
-        unanswered++;
-        throw error;
-      });
+    let inFlight = 0;
+    const counting: typeof fetch = (input, init) => {
+      inFlight++;
+      return fetch(input, init)
+        .catch((error: unknown) => {
+          unanswered++;
+          throw error;
+        })
+        .finally(() => inFlight--);
+    };
     const client = new PaymentsClient({ baseUrl: api.url, apiKey: stack.apiKey, ...CLIENT_SETTINGS, fetch: counting, onGiveUp: (info) => giveUps.push(info) });
     const bodies = Array.from({ length: PAYMENTS }, (_, n) => ({ amount: 100 + n, currency: 'EUR' as const, payment_method: METHODS[n % METHODS.length] }));
     const outcomes: Outcome[] = [];
@@ -85,7 +90,11 @@ describe('the client library against the live stack', () => {
     };
     const load = Promise.all(Array.from({ length: CONCURRENCY }, lane));
 
-    await eventually(async () => (ended >= KILL_AFTER ? true : undefined), { timeoutMs: 30_000, what: `${KILL_AFTER} payments ended` });
+    // Killed with a request in flight: the lanes may all be waiting out a Retry-After at once.
+    await eventually(async () => (ended >= KILL_AFTER && inFlight > 0 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: `${KILL_AFTER} payments ended and a request in flight`,
+    });
     await api.kill();
     api = await stack.startApi({ PORT: String(port) });
     await load;
