@@ -130,11 +130,15 @@ describe('statements planned once', () => {
   }
 
   /**
-   * The stack pays, declines, replays, reads, refunds, leaves a charge
-   * pending for the worker and takes a provider event; then the texts of
-   * every statement those paths prepared.
+   * The texts of every statement the service's paths prepare, driven once
+   * for the file by whichever test asks first (the texts hold no data, so a
+   * later test's emptied tables do not matter to them).
    */
-  async function preparedByThePaths(): Promise<string[]> {
+  let prepared: Promise<string[]> | undefined;
+  const preparedByThePaths = () => (prepared ??= driveThePaths());
+
+  /** The stack pays, declines, replays, reads, refunds, leaves a charge pending for the worker and takes a provider event. */
+  async function driveThePaths(): Promise<string[]> {
     const paid = await post('/v1/payments', { amount: 500, currency: 'EUR', payment_method: 'pm_card_ok' });
     expect(paid.status).toBe(201);
     const key = randomUUID();
