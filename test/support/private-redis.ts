@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { type Server, createServer } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 
@@ -109,11 +109,7 @@ async function answersPing(url: string): Promise<boolean> {
  * before listening on it; releasing again does nothing.
  */
 export async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
-  const server = createServer();
-  await new Promise<void>((listening, fail) => {
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => listening());
-  });
+  const server = await listeningOn(0);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   const closed = new Promise<void>((done) => server.once('close', () => done()));
@@ -158,11 +154,17 @@ function ephemeralPortsFrom(): number {
 }
 
 async function canListen(port: number): Promise<boolean> {
+  const server = await listeningOn(port).catch(() => undefined);
+  if (server) await new Promise<void>((closed) => server.close(() => closed()));
+  return server !== undefined;
+}
+
+/** A server listening on loopback `port` (0: one the kernel picks); rejects when the port is taken. */
+async function listeningOn(port: number): Promise<Server> {
   const server = createServer();
-  const listening = await new Promise<boolean>((done) => {
-    server.once('error', () => done(false));
-    server.listen(port, '127.0.0.1', () => done(true));
+  await new Promise<void>((listening, fail) => {
+    server.once('error', fail);
+    server.listen(port, '127.0.0.1', () => listening());
   });
-  if (listening) await new Promise<void>((closed) => server.close(() => closed()));
-  return listening;
+  return server;
 }

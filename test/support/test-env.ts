@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import { SecretBox } from '../../src/common/secret-box';
 import { onboardClient } from '../../src/merchant-events/client-onboarding';
 import { type AppConfig, loadConfig, secretsConfig } from '../../src/config/app-config';
+import { databaseUrlNamed } from './scratch-database';
 import { dropWorkerQueues } from './worker-queues';
 
 /**
@@ -26,9 +27,7 @@ export const SUITE_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://p
 export function workerDatabaseUrl(suiteUrl: string, workerId: string | undefined): string {
   if (workerId === undefined || workerId === '1') return suiteUrl;
   if (!/^[1-9][0-9]*$/.test(workerId)) throw new Error(`Unexpected JEST_WORKER_ID "${workerId}"`);
-  const url = new URL(suiteUrl);
-  url.pathname = `${url.pathname}_w${workerId}`;
-  return url.toString();
+  return databaseUrlNamed(suiteUrl, `${new URL(suiteUrl).pathname.slice(1)}_w${workerId}`);
 }
 
 /** The suite's database in this process: its jest worker's (see workerDatabaseUrl). */
