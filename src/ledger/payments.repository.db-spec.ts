@@ -16,8 +16,9 @@ describe('PaymentsRepository on Postgres', () => {
   const manager = () => db.dataSource.manager;
 
   describe('the limits the API states, backed by the schema in code points', () => {
-    const set = (paymentId: string, assignment: string) =>
-      db.dataSource.query(`UPDATE payments SET ${assignment} WHERE id = $1`, [paymentId]);
+    const set = (table: 'payments' | 'refunds', id: string, assignment: string): Promise<unknown> =>
+      db.dataSource.query(`UPDATE ${table} SET ${assignment} WHERE id = $1`, [id]);
+    const constraintOf = (error: unknown) => (error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint;
 
     it.each([
       ['payment_method_token_check', `payment_method = repeat(U&'\\2764\\FE0F', 128)`],
@@ -39,10 +40,10 @@ describe('PaymentsRepository on Postgres', () => {
     ])('%s refuses %s', async (constraint, assignment) => {
       const { payment } = await given.claimed(clientId);
 
-      const error: unknown = await set(payment.id, assignment).catch((thrown: unknown) => thrown);
+      const error = await set('payments', payment.id, assignment).catch((thrown: unknown) => thrown);
 
       expect(error).toBeInstanceOf(QueryFailedError);
-      expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
+      expect(constraintOf(error)).toBe(constraint);
     });
 
     // A refund's columns take the same types as the payment's, each with its rule.
@@ -56,13 +57,12 @@ describe('PaymentsRepository on Postgres', () => {
       ['provider_version_check', `provider_version = -1`],
     ])('%s refuses a refund’s %s', async (constraint, assignment) => {
       const { payment } = await given.succeeded(clientId);
-      const { refund } = await given.claimedRefund({ clientId, id: payment.id }, 100);
+      const { refund } = await given.claimedRefund(payment, 100);
 
-      const error: unknown = await db.dataSource
-        .query(`UPDATE refunds SET ${assignment} WHERE id = $1`, [refund.id])
-        .catch((thrown: unknown) => thrown);
+      const error = await set('refunds', refund.id, assignment).catch((thrown: unknown) => thrown);
 
-      expect((error as QueryFailedError & { driverError: { constraint?: string } }).driverError.constraint).toBe(constraint);
+      expect(error).toBeInstanceOf(QueryFailedError);
+      expect(constraintOf(error)).toBe(constraint);
     });
 
     it.each([
@@ -100,6 +100,7 @@ describe('PaymentsRepository on Postgres', () => {
       const { payment } = await given.claimed(clientId);
 
       await set(
+        'payments',
         payment.id,
         `payment_method = repeat(U&'\\+01F600', 255), description = repeat(U&'\\2764\\FE0F', 250),
          order_id = repeat(U&'\\2764\\FE0F', 32),
