@@ -11,6 +11,7 @@ import type { PaymentStatus } from '../src/ledger/payments.table';
 import { runAudit } from './audit';
 import { loadClientLibrary } from './lib/client-library';
 import { Fleet, runFaults } from './chaos/fleet';
+import { REPEATED_ERROR_LINES, errorLines, outputFolder } from './chaos/process-output';
 import { type ChaosClient, planOperations, runLoad } from './chaos/load';
 import {
   type FinalPayment,
@@ -77,6 +78,9 @@ const USAGE = `Usage: npm run chaos -- [options]
   --pgbouncer                the APIs, workers and audit reach Postgres through a private PgBouncer in
                              transaction pooling mode (pgbouncer installed), migrations directly
   --examples N               examples kept per kind of violation (default 5)
+  --output-dir DIR           where every API's, worker's and the provider's output is written, one file per process
+                             (default: a new folder in the system's temporary folder, named on stderr); when the run
+                             finds a violation, the error lines there are repeated on stderr
   --help                     this text
 
 Prints one JSON line; exit 0: no violation, 1: a violation, 2: the run could not be made.
@@ -97,6 +101,7 @@ interface ChaosOptions {
   postgresDownSeconds: number;
   pgbouncer: boolean;
   examples: number;
+  outputDir: string | undefined;
 }
 
 /** Short enough that every payment is terminal, and every event delivered, seconds after the faults end. */
@@ -187,6 +192,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
       'postgres-restarts': { type: 'string', default: '0' },
       'postgres-down-seconds': { type: 'string', default: '3' },
       examples: { type: 'string', default: '5' },
+      'output-dir': { type: 'string' },
       pgbouncer: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -219,6 +225,7 @@ function parseOptions(argv: string[]): ChaosOptions | 'help' {
     postgresDownSeconds: int('postgres-down-seconds', values['postgres-down-seconds'], 1, 60),
     pgbouncer: values.pgbouncer,
     examples: int('examples', values.examples, 0, 100),
+    outputDir: values['output-dir'],
   };
 }
 
@@ -376,6 +383,9 @@ async function main(): Promise<number> {
   });
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 
+  const outputDir = await outputFolder(options.outputDir);
+  progress(`each process's output in ${outputDir}`);
+  let violated = false;
   if (options.postgresRestarts > 0) postgres = await startPrivatePostgres();
   const databaseUrl = postgres ? postgres.urlFor(options.database) : databaseUrlNamed(base.databaseUrl, options.database);
   const receiver = await WebhookReceiver.start();
@@ -389,17 +399,20 @@ async function main(): Promise<number> {
     // crash: deliveries that fail meanwhile are retried until it answers.
     const eventsPort = await freePort();
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
-    provider = await startProvider({
-      LOG_LEVEL: 'warn',
-      PROVIDER_FAILURE_RATE: options.failureRate,
-      PROVIDER_POISON_RATE: options.poisonRate,
-      PROVIDER_SLOW_REPLY_MS: '600',
-      PROVIDER_PENDING_SETTLE_MS: '1500',
-      PROVIDER_WEBHOOK_URL: `http://127.0.0.1:${eventsPort}/v1/provider/events`,
-      PROVIDER_WEBHOOK_SECRET: secret,
-      PROVIDER_WEBHOOK_DUPLICATE_RATE: '0.3',
-      PROVIDER_WEBHOOK_MAX_DELAY_MS: '500',
-    });
+    provider = await startProvider(
+      {
+        LOG_LEVEL: 'warn',
+        PROVIDER_FAILURE_RATE: options.failureRate,
+        PROVIDER_POISON_RATE: options.poisonRate,
+        PROVIDER_SLOW_REPLY_MS: '600',
+        PROVIDER_PENDING_SETTLE_MS: '1500',
+        PROVIDER_WEBHOOK_URL: `http://127.0.0.1:${eventsPort}/v1/provider/events`,
+        PROVIDER_WEBHOOK_SECRET: secret,
+        PROVIDER_WEBHOOK_DUPLICATE_RATE: '0.3',
+        PROVIDER_WEBHOOK_MAX_DELAY_MS: '500',
+      },
+      { outputDir },
+    );
     const env = {
       ...SERVICE_KNOBS,
       DATABASE_URL: bouncer ? bouncer.urlFor(options.database) : databaseUrl,
@@ -410,7 +423,7 @@ async function main(): Promise<number> {
       PROVIDER_URL: provider.url,
       PROVIDER_WEBHOOK_SECRET: secret,
     };
-    fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort }, progress);
+    fleet = await Fleet.start(env, { apis: 2, workers: 2, firstApiPort: eventsPort }, { outputDir }, progress);
     progress(
       `stack up in ${Date.now() - startedAt} ms: APIs ${fleet.urls.join(' ')}, provider ${provider.url}, redis ${redis.url}, ` +
         `merchant endpoints ${receiver.baseUrl}` +
@@ -494,6 +507,7 @@ async function main(): Promise<number> {
     });
     const line = { ...verdict, faults: faultCounts, seed: options.seed, seconds: Math.round((Date.now() - startedAt) / 1_000) };
     process.stdout.write(`${JSON.stringify(line)}\n`);
+    violated = !verdict.ok;
     return verdict.ok ? 0 : 1;
   } finally {
     await fleet?.stop();
@@ -503,6 +517,8 @@ async function main(): Promise<number> {
     await bouncer?.stop();
     await dataSource.destroy();
     await postgres?.destroy();
+    // After the stop, so every process has written its last line.
+    if (violated) for (const line of await errorLines(outputDir, REPEATED_ERROR_LINES)) progress(line);
   }
 }
 

@@ -2,6 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Random } from '../../test/support/random';
 import {
   type ApiProcess,
+  type LaunchOptions,
   type ManagedProcess,
   type WorkerProcess,
   isHealthy,
@@ -31,6 +32,7 @@ export class Fleet {
 
   private constructor(
     private readonly env: Record<string, string>,
+    private readonly launch: LaunchOptions,
     private readonly apis: ApiProcess[],
     private readonly workers: WorkerProcess[],
     private readonly log: (line: string) => void,
@@ -38,18 +40,23 @@ export class Fleet {
     for (const child of [...apis, ...workers]) this.watch(child);
   }
 
-  /** `firstApiPort`: a port chosen beforehand for the first API (the provider's events go there). */
+  /**
+   * `firstApiPort`: a port chosen beforehand for the first API (the provider's
+   * events go there). `launch`: how every process of the fleet is started, its
+   * replacements included.
+   */
   static async start(
     env: Record<string, string>,
     size: { apis: number; workers: number; firstApiPort?: number },
+    launch: LaunchOptions,
     log: (line: string) => void,
   ): Promise<Fleet> {
     const portOf = (index: number) => (index === 0 && size.firstApiPort !== undefined ? String(size.firstApiPort) : '0');
     const [apis, workers] = await Promise.all([
-      Promise.all(Array.from({ length: size.apis }, (_, index) => startApiProcess({ ...env, PORT: portOf(index) }))),
-      Promise.all(Array.from({ length: size.workers }, () => startWorkerProcess(env))),
+      Promise.all(Array.from({ length: size.apis }, (_, index) => startApiProcess({ ...env, PORT: portOf(index) }, launch))),
+      Promise.all(Array.from({ length: size.workers }, () => startWorkerProcess(env, launch))),
     ]);
-    return new Fleet(env, apis, workers, log);
+    return new Fleet(env, launch, apis, workers, log);
   }
 
   get urls(): string[] {
@@ -66,14 +73,14 @@ export class Fleet {
     const { port } = this.apis[index];
     await this.end(this.apis[index]).kill();
     await delay(downMs);
-    this.apis[index] = this.watch(await startApiProcess({ ...this.env, PORT: String(port) }));
+    this.apis[index] = this.watch(await startApiProcess({ ...this.env, PORT: String(port) }, this.launch));
   }
 
   /** SIGKILLs one worker, most likely mid-job, and starts a new one after downMs. */
   async crashWorker(index: number, downMs: number): Promise<void> {
     await this.end(this.workers[index]).kill();
     await delay(downMs);
-    this.workers[index] = this.watch(await startWorkerProcess(this.env));
+    this.workers[index] = this.watch(await startWorkerProcess(this.env, this.launch));
   }
 
   /**

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** Generous for a busy machine: a short run is bounded by its load, its faults and its drain. */
@@ -23,18 +25,33 @@ export function shortChaosArgs(database: string, extra: string[] = []): string[]
   ].flat();
 }
 
-/** The compiled `npm run chaos` with these options: its exit code and what it wrote. */
+/**
+ * The compiled `npm run chaos` with these options: its exit code and what it
+ * wrote. Its processes' output goes to a new temporary folder, kept only when
+ * the run did not exit 0 (stderr names it).
+ */
 export function runChaos(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const chaos = join(__dirname, '..', '..', 'dist', 'scripts', 'chaos.js');
+  const outputDir = mkdtempSync(join(tmpdir(), 'chaos-spec-'));
   return new Promise((settle) => {
-    execFile(process.execPath, [chaos, ...args], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
-      settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
+    execFile(
+      process.execPath,
+      [chaos, ...args, '--output-dir', outputDir],
+      { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 },
+      (error, out, err) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : null) : 0;
+        if (code === 0) rmSync(outputDir, { recursive: true, force: true });
+        settle({ code, stdout: out, stderr: err });
+      },
     );
   });
 }
 
-/** Lines of a failed run's stderr a failure shows: its last progress lines, where it stopped. */
-const STDERR_TAIL_LINES = 20;
+/**
+ * Lines of a failed run's stderr a failure shows: its last progress lines,
+ * where it stopped, and after a violation what its processes logged of errors.
+ */
+const STDERR_TAIL_LINES = 30;
 
 /**
  * Fails unless the run exited 0 with its one JSON line, and returns that line

@@ -8,6 +8,7 @@
  * do: inside jest, `process` is a sandbox copy that never emits 'exit'.)
  */
 import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
@@ -106,6 +107,15 @@ export interface ProviderProcess extends HttpProcess {
 
 type Env = Record<string, string>;
 
+export interface LaunchOptions {
+  /**
+   * A folder where the child's output is also written whole, one file per
+   * process (`api-<pid>.log`), so that what a long run's processes said,
+   * those killed and replaced included, can be read after it.
+   */
+  outputDir?: string;
+}
+
 /** Thrown when a child exits, or never gets ready, during start-up; carries what it wrote. */
 export class ProcessStartError extends Error {
   constructor(
@@ -123,25 +133,25 @@ export class ProcessStartError extends Error {
  * of this process's environment, with the heap settings it has in production;
  * resolves once it answers GET /health/live.
  */
-export async function startApiProcess(env: Env = {}): Promise<ApiProcess> {
-  const child = launch('api', join(DIST_SRC, 'main.js'), { PORT: '0', METRICS_PORT: '0', ...env }, API_NODE_FLAGS);
+export async function startApiProcess(env: Env = {}, options: LaunchOptions = {}): Promise<ApiProcess> {
+  const child = launch('api', join(DIST_SRC, 'main.js'), { PORT: '0', METRICS_PORT: '0', ...env }, options, API_NODE_FLAGS);
   const api = await listening(child, '/health/live');
   const { json } = await api.waitForLine(({ json }) => json?.msg === 'listening');
   return { ...api, metricsUrl: `http://127.0.0.1:${json!.metrics_port as number}` };
 }
 
 /** The reconciliation worker; resolves once its BullMQ worker and job schedulers are set up. */
-export async function startWorkerProcess(env: Env = {}): Promise<WorkerProcess> {
-  const child = launch('worker', join(DIST_SRC, 'worker.js'), { WORKER_METRICS_PORT: '0', ...env });
+export async function startWorkerProcess(env: Env = {}, options: LaunchOptions = {}): Promise<WorkerProcess> {
+  const child = launch('worker', join(DIST_SRC, 'worker.js'), { WORKER_METRICS_PORT: '0', ...env }, options);
   await child.ready(({ json }) => json?.msg === 'started');
   return child.handle;
 }
 
 /** The mock provider on a random port (PROVIDER_PORT=0 unless env sets one), once GET /health answers. */
-export async function startProvider(env: Env = {}): Promise<ProviderProcess> {
+export async function startProvider(env: Env = {}, options: LaunchOptions = {}): Promise<ProviderProcess> {
   // Events off unless the caller names where they go: no test or script posts to the default URL by accident.
   const http = await listening(
-    launch('provider', join(DIST_SRC, 'provider-main.js'), { PROVIDER_PORT: '0', PROVIDER_WEBHOOK_URL: '', ...env }),
+    launch('provider', join(DIST_SRC, 'provider-main.js'), { PROVIDER_PORT: '0', PROVIDER_WEBHOOK_URL: '', ...env }, options),
     '/health',
   );
   const read = async <T>(path: string): Promise<T> => {
@@ -193,7 +203,7 @@ async function listening({ handle, ready }: Launched, healthPath: string): Promi
   return { ...handle, url, port };
 }
 
-function launch(name: string, entry: string, env: Env, nodeFlags: readonly string[] = []): Launched {
+function launch(name: string, entry: string, env: Env, { outputDir }: LaunchOptions = {}, nodeFlags: readonly string[] = []): Launched {
   const child = spawn(process.execPath, [...nodeFlags, entry], {
     env: { NODE_COMPILE_CACHE: COMPILE_CACHE, ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -213,8 +223,10 @@ function launch(name: string, entry: string, env: Env, nodeFlags: readonly strin
 
   const lines: OutputLine[] = [];
   const watchers = new Set<(line: OutputLine) => void>();
+  const file = outputDir === undefined ? undefined : createWriteStream(join(outputDir, `${name}-${child.pid}.log`));
   for (const stream of streams) {
     createInterface({ input: stream }).on('line', (text) => {
+      file?.write(`${text}\n`);
       const line = { text, json: parseJsonObject(text) };
       lines.push(line);
       if (lines.length > KEPT_OUTPUT_LINES) lines.shift();
@@ -225,11 +237,13 @@ function launch(name: string, entry: string, env: Env, nodeFlags: readonly strin
 
   let exit: ProcessExit | undefined;
   // 'close', not 'exit': it comes once stdout and stderr are drained, so the
-  // last lines of a child that crashed are kept before `exited` settles.
+  // last lines of a child that crashed are kept (and written) before `exited` settles.
   const exited = new Promise<ProcessExit>((settle) =>
     child.once('close', (code, signal) => {
       exit = { code, signal };
-      settle(exit);
+      const ended = exit;
+      if (file) file.end(() => settle(ended));
+      else settle(ended);
     }),
   );
 
