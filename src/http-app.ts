@@ -10,6 +10,7 @@ import { AnswerCache } from './idempotency/answer-cache';
 import { Metrics } from './metrics/metrics';
 import { httpMetricsMiddleware } from './metrics/http-metrics';
 import { EarlyAnswers } from './payments/early-answers';
+import { PaymentCreationService } from './payments/payment-creation.service';
 import { PaymentLookupService } from './payments/payment-lookup.service';
 import { PROVIDER_EVENTS_PATH } from './provider-events/provider-events.controller';
 import { allowedMethods } from './common/allowed-methods';
@@ -113,7 +114,8 @@ export function configureHttpApp(app: INestApplication): void {
     const details = problem.param === '' ? {} : { param: problem.param };
     refuseBeforeRouting(request, response, new DomainError(ErrorCode.ParameterInvalid, problem.message, details));
   });
-  app.useGlobalPipes(new StrictValidationPipe());
+  const validation = new StrictValidationPipe();
+  app.useGlobalPipes(validation);
   app.useGlobalFilters(new ErrorEnvelopeFilter((request) => allowedMethods(expressApp.router, request.path), app.get(Metrics)));
   // Exit 0 once drained rather than re-raise the signal: a deliberate stop is not a crash.
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
@@ -125,7 +127,9 @@ export function configureHttpApp(app: INestApplication): void {
     authFailures: app.get(AuthFailureLimiter),
     rateLimit: app.get(ClientRateLimit),
     answers: app.get(AnswerCache),
+    creation: app.get(PaymentCreationService),
     lookup: app.get(PaymentLookupService),
+    validation,
     metrics: app.get(Metrics),
     body,
     logRequest: requestLogger(),

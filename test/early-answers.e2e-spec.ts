@@ -1,17 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { ClientThrottlerGuard } from '../src/clients/client-throttler.guard';
+import { AnswerCache } from '../src/idempotency/answer-cache';
 import { PaymentCreationService } from '../src/payments/payment-creation.service';
 import { type InProcessStack, startInProcessStack, useInProcessStack } from './support/in-process-app';
 import { type Reply, useProcessStack } from './support/process-stack';
 
 /**
- * EarlyAnswers answers a retry of a finished payment whose final answer this
- * process holds, and a read of one payment, before Express and Nest. The
- * tests tell the two paths apart by whether PaymentCreationService (behind
- * the controller) or the routes' rate-limit guard ran: the early answer must
- * be the pipeline's, and whatever it cannot answer the same way must reach
- * the pipeline with its body intact.
+ * EarlyAnswers answers a new payment with a valid body, a retry of a
+ * finished payment whose final answer this process holds, and a read of one
+ * payment, before Express and Nest. The tests tell the paths apart by
+ * whether the routes' rate-limit guard ran (only the pipeline runs it) or,
+ * for replays, whether PaymentCreationService was asked at all: the early
+ * answer must be the pipeline's, and whatever it cannot answer the same way
+ * must reach the pipeline with its body intact.
  */
 
 jest.setTimeout(30_000);
@@ -128,6 +130,117 @@ describe('a replay answered before the framework', () => {
   });
 });
 
+/** A payment's answer without what differs between any two payments: ids and times. */
+function withoutIdentity(body: Record<string, unknown>): Record<string, unknown> {
+  const { id, provider_charge_id, created_at, updated_at, ...rest } = body;
+  return { ...rest, id: typeof id, provider_charge_id: typeof provider_charge_id, created_at: typeof created_at, updated_at: typeof updated_at };
+}
+
+describe('a create answered before the framework', () => {
+  const stack = useInProcessStack();
+  let guarded: jest.SpyInstance;
+
+  beforeEach(async () => {
+    // The first request of a client goes through the pipeline, whose guard looks its key up; after it the key is known here.
+    await post(randomUUID(), BODY);
+    guarded = jest.spyOn(ClientThrottlerGuard.prototype, 'canActivate');
+  });
+  afterEach(() => guarded.mockRestore());
+
+  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyAnswers. */
+  function post(key: string, body: unknown, path = '/v1/payments') {
+    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body as object);
+  }
+
+  it('is the answer the pipeline gives for a charge, a decline and a pending charge: status, body and headers', async () => {
+    for (const payment_method of ['pm_card_ok', 'pm_card_declined', 'pm_card_pending']) {
+      const body = { ...BODY, payment_method, metadata: { cart: 'c_1' }, description: 'two mugs' };
+      const early = await post(randomUUID(), body);
+      expect(guarded).not.toHaveBeenCalled();
+      const throughPipeline = await post(randomUUID(), body, '/v1/payments/');
+      expect(guarded).toHaveBeenCalledTimes(1);
+      guarded.mockClear();
+
+      expect(early.status).toBe({ pm_card_ok: 201, pm_card_declined: 402, pm_card_pending: 202 }[payment_method]);
+      expect(early.status).toBe(throughPipeline.status);
+      expect(stableHeaders(early.headers)).toEqual(stableHeaders(throughPipeline.headers));
+      const bodyOf = (answer: request.Response) => (answer.status === 402 ? answer.body.error.payment : answer.body) as Record<string, unknown>;
+      expect(withoutIdentity(bodyOf(early))).toEqual(withoutIdentity(bodyOf(throughPipeline)));
+      expect(early.headers['x-request-id']).toMatch(/^req_/);
+    }
+  });
+
+  it('answers the service’s refusals in the envelope, and counts the key conflicts', async () => {
+    const conflicts = /idempotency_conflicts_total\{code="idempotency_key_reused"\} (\d+)/;
+    const before = await metricValue(stack, conflicts);
+    const key = randomUUID();
+    expect((await post(key, BODY)).status).toBe(201);
+    guarded.mockClear();
+
+    // As if another API process had answered the key: this one holds no answer for it (a replay is another path).
+    const uncached = jest.spyOn(stack.app.get(AnswerCache), 'get').mockReturnValue(undefined);
+    const reused = await post(key, { ...BODY, amount: 501 });
+    uncached.mockRestore();
+    const paid = await post(randomUUID(), { ...BODY, order_id: 'ord_early_1' });
+    const paidAgain = await post(randomUUID(), { ...BODY, order_id: 'ord_early_1' });
+    const noKey = await request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`).send(BODY);
+    expect(guarded).not.toHaveBeenCalled();
+
+    expect(reused.status).toBe(422);
+    expect(reused.body.error).toMatchObject({ type: 'idempotency_error', code: 'idempotency_key_reused' });
+    expect(paid.status).toBe(201);
+    expect(paidAgain.status).toBe(409);
+    expect(paidAgain.body.error.code).toBe('order_already_paid');
+    expect(noKey.status).toBe(400);
+    expect(noKey.body.error).toMatchObject({ type: 'invalid_request_error', code: 'idempotency_key_missing' });
+    expect(await metricValue(stack, conflicts)).toBe(before + 1);
+  });
+
+  it('is counted once as a request, under the route, and as a payment answer not replayed', async () => {
+    const posts = /http_request_duration_seconds_count\{method="POST",route="\/v1\/payments",status="201"\} (\d+)/;
+    const answers = /payment_answers_total\{status="201",replayed="false"\} (\d+)/;
+    const [postsBefore, answersBefore] = [await metricValue(stack, posts), await metricValue(stack, answers)];
+
+    expect((await post(randomUUID(), BODY)).status).toBe(201);
+    expect(guarded).not.toHaveBeenCalled();
+
+    expect(await metricValue(stack, posts)).toBe(postsBefore + 1);
+    expect(await metricValue(stack, answers)).toBe(answersBefore + 1);
+  });
+
+  it('hands on a body validation refuses, or a parser problem, and the pipeline answers it with nothing written', async () => {
+    const payments = async () => ((await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[])[0].n;
+    const before = await payments();
+    const key = randomUUID();
+    const invalid = await post(key, { ...BODY, amount: -1 });
+    const unknown = await post(key, { ...BODY, colour: 'red' });
+    const twice = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', key)
+      .set('Content-Type', 'application/json')
+      .send('{"amount":500,"amount":500,"currency":"USD","payment_method":"pm_card_ok"}');
+    const notJson = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', key)
+      .set('Content-Type', 'text/plain')
+      .send('amount=500');
+
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(unknown.body.error).toMatchObject({ code: 'parameter_invalid', param: 'colour' });
+    expect(twice.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.body.error.message).toMatch(/Content-Type: application\/json/);
+    // The pipeline's guard ran for those it answered; the duplicate key was refused by a middleware before any guard.
+    expect(guarded).toHaveBeenCalledTimes(3);
+    expect(await payments()).toBe(before);
+    // The key was never claimed: it still makes a payment.
+    expect((await post(key, BODY)).status).toBe(201);
+  });
+});
+
 describe('a read of one payment answered before the framework', () => {
   const stack = useInProcessStack();
   let guarded: jest.SpyInstance;
@@ -229,11 +342,13 @@ describe('limits on early answers', () => {
   });
 });
 
-describe('an early replay’s log line', () => {
+describe('an early answer’s log line', () => {
   const stack = useProcessStack({ client: 'early answers' });
 
-  it('is the request log line the pipeline writes, with the answer’s request id', async () => {
+  it('is the request log line the pipeline writes, with the answer’s request id, for a create and a replay', async () => {
+    // The client's first request goes through the pipeline (its key is looked up there); the next ones are answered early.
     const first = await stack.client.post('logged', BODY);
+    const second = await stack.client.post('logged too', BODY);
     const replay = await stack.client.post('logged', BODY);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
 
@@ -241,10 +356,12 @@ describe('an early replay’s log line', () => {
       const id = headers.get('x-request-id');
       return (await stack.api.waitForLine(({ json }) => (json?.req as { id?: string } | undefined)?.id === id)).json as Record<string, unknown>;
     };
-    const [created, replayed] = [await lineOf(first), await lineOf(replay)];
-    expect(replayed).toMatchObject({ msg: 'request completed', name: 'payments-api', res: { statusCode: 201 } });
-    expect(replayed.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
-    expect(Object.keys(replayed).sort()).toEqual(Object.keys(created).sort());
+    const [throughPipeline, created, replayed] = [await lineOf(first), await lineOf(second), await lineOf(replay)];
+    for (const early of [created, replayed]) {
+      expect(early).toMatchObject({ msg: 'request completed', name: 'payments-api', res: { statusCode: 201 } });
+      expect(early.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
+      expect(Object.keys(early).sort()).toEqual(Object.keys(throughPipeline).sort());
+    }
     expect(stack.api.output().join('\n')).not.toContain(stack.apiKey);
   });
 });

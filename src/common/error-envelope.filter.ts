@@ -75,6 +75,6 @@ export function replyForError(exception: unknown, known: DomainError | Transport
  * this filter: EarlyAnswers answers only replays whose body matches the key,
  * and reads, and hands any other body on to the pipeline.
  */
-function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
+export function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
   if (error && IDEMPOTENCY_CONFLICT_CODES.includes(error.code)) metrics.idempotencyConflicts.inc({ code: error.code });
 }

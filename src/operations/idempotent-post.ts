@@ -1,6 +1,7 @@
+import type { IncomingMessage } from 'node:http';
 import { Post, applyDecorators } from '@nestjs/common';
 import { ApiHeader, ApiOperation } from '@nestjs/swagger';
-import type { Request, Response } from 'express';
+import type { Response } from 'express';
 import type { HttpReply } from '../common/http-reply';
 import { type Answer, ApiAnswers, RETRY_AFTER } from '../common/openapi';
 import { requestIdFor } from '../common/request-id';
@@ -46,7 +47,7 @@ export function IdempotentPost(operation: { summary: string; description: string
 }
 
 /** What a write takes from the request: its client, every copy of the key header, the fingerprint, the request id. */
-export function writeCommandOf(clientId: string, fingerprint: string, request: Request): WriteCommand {
+export function writeCommandOf(clientId: string, fingerprint: string, request: IncomingMessage): WriteCommand {
   return {
     clientId,
     // Every copy of the header: Node joins repeated ones with ", ", which would read as one key.

@@ -1,18 +1,23 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ArgumentMetadata } from '@nestjs/common';
 import type { AuthFailureLimiter } from '../clients/auth-failure-limiter';
 import type { ClientRateLimit } from '../clients/client-rate-limit';
 import type { ClientsService } from '../clients/clients.service';
 import { errorReply } from '../common/error-envelope';
-import { asApiError, replyForError } from '../common/error-envelope.filter';
+import { asApiError, countConflict, replyForError } from '../common/error-envelope.filter';
 import { type HttpReply, writeReply } from '../common/http-reply';
 import { parsedBodyProblem } from '../common/json-body';
 import type { JsonBodyReader } from '../common/json-body-reader';
 import { requestIdFor } from '../common/request-id';
+import type { StrictValidationPipe } from '../common/validation';
 import type { AnswerCache } from '../idempotency/answer-cache';
 import { parseIdempotencyKey, requestFingerprint } from '../idempotency/idempotency-key';
 import type { Metrics } from '../metrics/metrics';
+import { writeCommandOf } from '../operations/idempotent-post';
 import { replayOf } from '../operations/idempotent-writes';
+import type { CreatePaymentCommand, PaymentCreationService } from './payment-creation.service';
 import type { PaymentLookupService } from './payment-lookup.service';
+import { CreatePaymentDto } from './payments.dto';
 
 /** The routes as Express names them (the metrics' route label, and the fingerprint's path). */
 const PAYMENTS_ROUTE = '/v1/payments';
@@ -26,7 +31,10 @@ export interface EarlyAnswersParts {
   authFailures: AuthFailureLimiter;
   rateLimit: ClientRateLimit;
   answers: AnswerCache;
+  creation: PaymentCreationService;
   lookup: PaymentLookupService;
+  /** The pipeline's body validation (Nest's global pipe), run here as the route would run it. */
+  validation: StrictValidationPipe;
   metrics: Metrics;
   body: JsonBodyReader;
   /** The request log line (pino-http), started once a request is known to be answered here. */
@@ -42,18 +50,19 @@ interface Answer {
 type Ask = { request: IncomingMessage; response: ServerResponse; clientId: string };
 
 /**
- * The two answers clients ask for again and again, served before Express and
- * Nest see the request: a retry of a finished payment whose final answer this
- * process holds (AnswerCache), and a read of one payment, the poll that
- * follows a 202. In a retry storm or a polling loop they are most of the
- * traffic, and through the framework each cost two to three times its own
- * work. They are answered with the services the routes use, counted against
- * the same rate limit (ClientRateLimit: past it, the guard's 429), with the
- * same headers, metrics and request log line; everything else, and every
- * request not spelled exactly as below, goes to the full pipeline untouched
- * (`handOn`), but for a body already read (JsonBodyReader).
+ * The answers clients ask for nearly all the time, served before Express and
+ * Nest see the request: a new payment, a retry of a finished payment whose
+ * final answer this process holds (AnswerCache), and a read of one payment,
+ * the poll that follows a 202. Through the framework each costs its own work
+ * and a share as large again or larger (a fifth of a create, most of a
+ * replay). They are answered with the services and the validation the routes
+ * use, counted against the same rate limit (ClientRateLimit: past it, the
+ * guard's 429), with the same headers, metrics and request log line;
+ * everything else, and every request not spelled exactly as below, goes to
+ * the full pipeline untouched (`handOn`), but for a body already read
+ * (JsonBodyReader).
  *
- * Common to both: a Host header, and an API key this process knows without
+ * Common to all: a Host header, and an API key this process knows without
  * a lookup while no address is refused for failed authentications.
  *
  * - Replay: `POST /v1/payments` with a well-formed key whose final answer is
@@ -62,7 +71,13 @@ type Ask = { request: IncomingMessage; response: ServerResponse; clientId: strin
  *   passed validation then, so validation is not run again. Anything else
  *   (another body on the key, a body the checks refuse) is handed on once
  *   the body is read, to be answered as before.
- * - Read: `GET /v1/payments/{id}` without a body or query: the lookup the
+ * - Create: `POST /v1/payments` whose key has no answer here, with a body the
+ *   parser, the body checks and the route's validation accept: the
+ *   controller's call to PaymentCreationService, and whatever it answers or
+ *   throws in the filter's envelope (key conflicts counted as the filter
+ *   counts them). A body any check refuses is handed on, so the pipeline
+ *   answers it in its own order (rate limit, then validation).
+ * - Read: `GET /v1/payments/{id}` without a body or a query: the lookup the
  *   route makes, its answer or its error in the filter's envelope.
  */
 export class EarlyAnswers {
@@ -77,7 +92,7 @@ export class EarlyAnswers {
     const ask = { request, response, clientId };
     if (id !== undefined) return this.read(ask, id);
     const key = this.cachedKey(request, clientId);
-    if (key === undefined) return handOn();
+    if (key === undefined) return this.create(ask, handOn);
     this.replay(ask, key, handOn);
   }
 
@@ -125,6 +140,43 @@ export class EarlyAnswers {
     return { limitHeaders, reply };
   }
 
+  private create(ask: Ask, handOn: () => void): void {
+    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'POST', route: PAYMENTS_ROUTE });
+    void this.parts.body.read(ask.request, ask.response).then(async (error) => {
+      const command = error === undefined ? await this.createCommandOf(ask) : undefined;
+      if (!command) return handOn();
+      const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(ask.clientId);
+      if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
+      this.send(ask, { limitHeaders, reply: await this.created(ask, command) }, endTimer);
+    });
+  }
+
+  /**
+   * The controller's command once the body is in; undefined to hand on: a
+   * body some check refuses (or the fingerprint cannot take) is the
+   * pipeline's to answer.
+   */
+  private async createCommandOf({ request, clientId }: Ask & { request: { body?: unknown } }): Promise<CreatePaymentCommand | undefined> {
+    try {
+      if (parsedBodyProblem(request)) return undefined;
+      const body = (await this.parts.validation.transform(request.body, CREATE_BODY)) as CreatePaymentDto;
+      return { ...writeCommandOf(clientId, requestFingerprint('POST', PAYMENTS_ROUTE, request.body), request), body };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** What the service answers, or what it threw in the filter's envelope. */
+  private async created({ request }: Ask, command: CreatePaymentCommand): Promise<HttpReply> {
+    try {
+      return await this.parts.creation.create(command);
+    } catch (thrown) {
+      const known = asApiError(thrown);
+      countConflict(this.parts.metrics, known);
+      return replyForError(thrown, known, requestIdFor(request));
+    }
+  }
+
   private read(ask: Ask, id: string): void {
     const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'GET', route: PAYMENT_ROUTE });
     const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(ask.clientId);
@@ -142,6 +194,8 @@ export class EarlyAnswers {
     writeReply(response, requestIdFor(request), reply, limitHeaders);
   }
 }
+
+const CREATE_BODY: ArgumentMetadata = { type: 'body', metatype: CreatePaymentDto };
 
 /** Whether the request says it carries bytes, which the pipeline's parser would read and might refuse. */
 function hasBody(request: IncomingMessage): boolean {
