@@ -9,10 +9,13 @@ import { APP_CONFIG, type AppConfig } from './config/app-config';
 import { AnswerCache } from './idempotency/answer-cache';
 import { Metrics } from './metrics/metrics';
 import { httpMetricsMiddleware } from './metrics/http-metrics';
-import { EarlyAnswers } from './payments/early-answers';
-import { PaymentCreationService } from './payments/payment-creation.service';
+import { EarlyAnswers, type EarlyWrite } from './payments/early-answers';
+import { type CreatePaymentCommand, PaymentCreationService } from './payments/payment-creation.service';
+import { CreatePaymentDto } from './payments/payments.dto';
 import { PaymentLookupService } from './payments/payment-lookup.service';
 import { PROVIDER_EVENTS_PATH } from './provider-events/provider-events.controller';
+import { CreateRefundDto } from './refunds/refunds.dto';
+import { type CreateRefundCommand, RefundsService } from './refunds/refunds.service';
 import { allowedMethods } from './common/allowed-methods';
 import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './common/client-error';
 import { DomainError, ErrorCode } from './common/domain-error';
@@ -127,7 +130,7 @@ export function configureHttpApp(app: INestApplication): void {
     authFailures: app.get(AuthFailureLimiter),
     rateLimit: app.get(ClientRateLimit),
     answers: app.get(AnswerCache),
-    creation: app.get(PaymentCreationService),
+    writes: earlyWrites(app),
     lookup: app.get(PaymentLookupService),
     validation,
     metrics: app.get(Metrics),
@@ -140,4 +143,19 @@ export function configureHttpApp(app: INestApplication): void {
   server.on('request', (request: IncomingMessage, response: ServerResponse) =>
     early.handle(request, response, () => pipeline(request, response)),
   );
+}
+
+/** The idempotent writes EarlyAnswers answers, as their routes and controllers make them. */
+function earlyWrites(app: INestApplication): EarlyWrite[] {
+  const creation = app.get(PaymentCreationService);
+  const refunds = app.get(RefundsService);
+  return [
+    {
+      route: '/v1/payments',
+      body: CreatePaymentDto,
+      run: (command) => creation.create(command as CreatePaymentCommand),
+      countReplay: (reply) => creation.countAnswer(reply),
+    },
+    { route: '/v1/refunds', body: CreateRefundDto, run: (command) => refunds.create(command as CreateRefundCommand) },
+  ];
 }

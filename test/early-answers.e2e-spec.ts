@@ -130,10 +130,11 @@ describe('a replay answered before the framework', () => {
   });
 });
 
-/** A payment's answer without what differs between any two payments: ids and times. */
+/** An answer's object without what differs between any two payments or refunds: ids and times (kept as their types). */
 function withoutIdentity(body: Record<string, unknown>): Record<string, unknown> {
-  const { id, provider_charge_id, created_at, updated_at, ...rest } = body;
-  return { ...rest, id: typeof id, provider_charge_id: typeof provider_charge_id, created_at: typeof created_at, updated_at: typeof updated_at };
+  return Object.fromEntries(
+    Object.entries(body).map(([name, value]) => [name, name === 'id' || /_(id|at)$/.test(name) ? typeof value : value]),
+  );
 }
 
 describe('a create answered before the framework', () => {
@@ -238,6 +239,62 @@ describe('a create answered before the framework', () => {
     expect(await payments()).toBe(before);
     // The key was never claimed: it still makes a payment.
     expect((await post(key, BODY)).status).toBe(201);
+  });
+});
+
+describe('a refund answered before the framework', () => {
+  const stack = useInProcessStack();
+  let guarded: jest.SpyInstance;
+  let payment: string;
+
+  beforeEach(async () => {
+    // Also the client's first request on this process, through the pipeline: its key is known here after it.
+    const paid = await request(stack.url)
+      .post('/v1/payments')
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', randomUUID())
+      .send({ ...BODY, amount: 10_000 });
+    expect(paid.status).toBe(201);
+    payment = paid.body.id as string;
+    guarded = jest.spyOn(ClientThrottlerGuard.prototype, 'canActivate');
+  });
+  afterEach(() => guarded.mockRestore());
+
+  /** `path` '/v1/refunds/' is the same route to Express and Nest, but not to EarlyAnswers. */
+  function refund(key: string, body: Record<string, unknown>, path = '/v1/refunds') {
+    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body);
+  }
+
+  it('is the answer the pipeline gives: status, headers, and the refund but for its ids and times', async () => {
+    const body = { payment, amount: 100, reason: 'requested_by_customer', metadata: { ticket: 't_1' } };
+    const early = await refund(randomUUID(), body);
+    expect(guarded).not.toHaveBeenCalled();
+    const throughPipeline = await refund(randomUUID(), body, '/v1/refunds/');
+    expect(guarded).toHaveBeenCalledTimes(1);
+
+    expect(early.status).toBe(201);
+    expect(early.status).toBe(throughPipeline.status);
+    expect(stableHeaders(early.headers)).toEqual(stableHeaders(throughPipeline.headers));
+    expect(withoutIdentity(early.body)).toEqual(withoutIdentity(throughPipeline.body));
+    expect(early.body).toMatchObject({ object: 'refund', payment, amount: 100, status: 'succeeded' });
+  });
+
+  it('replays a finished refund byte for byte, and hands on a refusal for the pipeline to answer', async () => {
+    const key = randomUUID();
+    const first = await refund(key, { payment, amount: 200 });
+    const replay = await refund(key, { amount: 200, payment });
+    const tooMuch = await refund(randomUUID(), { payment, amount: 1_000_000 });
+    const invalid = await refund(randomUUID(), { payment, amount: 0 });
+
+    expect(replay.status).toBe(201);
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    // The service's refusal is answered here; the body validation refuses is the pipeline's.
+    expect(tooMuch.status).toBe(400);
+    expect(tooMuch.body.error.code).toBe('amount_too_large');
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(guarded).toHaveBeenCalledTimes(1);
   });
 });
 

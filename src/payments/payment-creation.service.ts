@@ -32,9 +32,14 @@ export class PaymentCreationService {
 
   async create(command: CreatePaymentCommand): Promise<HttpReply> {
     const reply = await this.writes.run(this.paymentOf(command), command);
+    this.countAnswer(reply);
+    return reply;
+  }
+
+  /** payment_answers_total, for every answer given, whoever gives it: a replay answered before the framework too. */
+  countAnswer(reply: HttpReply): void {
     const replayed = reply.headers['Idempotent-Replayed'] === 'true';
     this.metrics.paymentAnswers.inc({ status: String(reply.status), replayed: String(replayed) });
-    return reply;
   }
 
   private paymentOf({ clientId, body }: CreatePaymentCommand): Write<Payment> {
