@@ -9,13 +9,15 @@ import { APP_CONFIG, type AppConfig } from './config/app-config';
 import { AnswerCache } from './idempotency/answer-cache';
 import { Metrics } from './metrics/metrics';
 import { httpMetricsMiddleware } from './metrics/http-metrics';
-import { EarlyAnswers, type EarlyWrite } from './payments/early-answers';
-import { type CreatePaymentCommand, PaymentCreationService } from './payments/payment-creation.service';
+import { EarlyAnswers, type EarlyWrite, earlyWrite } from './payments/early-answers';
+import { PaymentCreationService } from './payments/payment-creation.service';
+import { PAYMENTS_PATH } from './payments/payments.controller';
 import { CreatePaymentDto } from './payments/payments.dto';
 import { PaymentLookupService } from './payments/payment-lookup.service';
 import { PROVIDER_EVENTS_PATH } from './provider-events/provider-events.controller';
+import { REFUNDS_PATH } from './refunds/refunds.controller';
 import { CreateRefundDto } from './refunds/refunds.dto';
-import { type CreateRefundCommand, RefundsService } from './refunds/refunds.service';
+import { RefundsService } from './refunds/refunds.service';
 import { allowedMethods } from './common/allowed-methods';
 import { answerClientErrorsInEnvelope, answerConnectInEnvelope, answerExpectationsInEnvelope } from './common/client-error';
 import { DomainError, ErrorCode } from './common/domain-error';
@@ -24,7 +26,7 @@ import { ErrorEnvelopeFilter } from './common/error-envelope.filter';
 import { ANSWER_HEADERS } from './common/http-reply';
 import { parsedBodyProblem } from './common/json-body';
 import { JsonBodyReader } from './common/json-body-reader';
-import { requestLogger } from './common/logging';
+import { requestLogging } from './common/logging';
 import { requestForLog } from './common/log-safety';
 import { serveOpenApi } from './common/openapi';
 import { REQUEST_ID_HEADER, requestIdFor } from './common/request-id';
@@ -135,7 +137,7 @@ export function configureHttpApp(app: INestApplication): void {
     validation,
     metrics: app.get(Metrics),
     body,
-    logRequest: requestLogger(),
+    logging: requestLogging(),
   });
   const [pipeline, ...others] = server.listeners('request') as ((request: IncomingMessage, response: ServerResponse) => void)[];
   if (!pipeline || others.length > 0) throw new Error('configureHttpApp expects the HTTP server with Express as its only request listener');
@@ -145,17 +147,21 @@ export function configureHttpApp(app: INestApplication): void {
   );
 }
 
-/** The idempotent writes EarlyAnswers answers, as their routes and controllers make them. */
+/**
+ * The idempotent writes EarlyAnswers answers, on their controllers' paths:
+ * a request on one moves between the two ways in (a client's key is known
+ * to a process only for a while), and its fingerprint names the route.
+ */
 function earlyWrites(app: INestApplication): EarlyWrite[] {
   const creation = app.get(PaymentCreationService);
   const refunds = app.get(RefundsService);
   return [
-    {
-      route: '/v1/payments',
+    earlyWrite({
+      route: PAYMENTS_PATH,
       body: CreatePaymentDto,
-      run: (command) => creation.create(command as CreatePaymentCommand),
+      run: (command) => creation.create(command),
       countReplay: (reply) => creation.countAnswer(reply),
-    },
-    { route: '/v1/refunds', body: CreateRefundDto, run: (command) => refunds.create(command as CreateRefundCommand) },
+    }),
+    earlyWrite({ route: REFUNDS_PATH, body: CreateRefundDto, run: (command) => refunds.create(command) }),
   ];
 }

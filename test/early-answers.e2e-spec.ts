@@ -209,33 +209,45 @@ describe('a create answered before the framework', () => {
     expect(await metricValue(stack, answers)).toBe(answersBefore + 1);
   });
 
-  it('hands on a body validation refuses, or a parser problem, and the pipeline answers it with nothing written', async () => {
+  /** A POST of `text` as it is, with the content type given. */
+  function postRaw(key: string, contentType: string, text: string, path = '/v1/payments') {
+    return request(stack.url)
+      .post(path)
+      .set('Authorization', `Bearer ${stack.apiKey}`)
+      .set('Idempotency-Key', key)
+      .set('Content-Type', contentType)
+      .send(text);
+  }
+
+  it('answers what validation refuses as the pipeline does, and hands on what the parser refuses, with nothing written', async () => {
     const payments = async () => ((await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[])[0].n;
     const before = await payments();
     const key = randomUUID();
-    const invalid = await post(key, { ...BODY, amount: -1 });
-    const unknown = await post(key, { ...BODY, colour: 'red' });
-    const twice = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', key)
-      .set('Content-Type', 'application/json')
-      .send('{"amount":500,"amount":500,"currency":"USD","payment_method":"pm_card_ok"}');
-    const notJson = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', key)
-      .set('Content-Type', 'text/plain')
-      .send('amount=500');
+    const refusedBoth = async (send: (path: string) => request.Test) => {
+      const early = await send('/v1/payments');
+      const throughPipeline = await send('/v1/payments/');
+      expect(early.status).toBe(400);
+      expect(early.text).toBe(throughPipeline.text);
+      expect(stableHeaders(early.headers)).toEqual(stableHeaders(throughPipeline.headers));
+      return early;
+    };
 
-    expect(invalid.status).toBe(400);
+    const invalid = await refusedBoth((path) => post(key, { ...BODY, amount: -1 }, path));
+    const unknown = await refusedBoth((path) => post(key, { ...BODY, colour: 'red' }, path));
+    const notJson = await refusedBoth((path) => postRaw(key, 'text/plain', 'amount=500', path));
+    expect(guarded).toHaveBeenCalledTimes(3);
+    guarded.mockClear();
+    const remaining = Number((await post(randomUUID(), { ...BODY, amount: 0 })).headers['x-ratelimit-remaining']);
+    const twice = await postRaw(key, 'application/json', '{"amount":500,"amount":500,"currency":"USD","payment_method":"pm_card_ok"}');
+    const after = Number((await post(randomUUID(), { ...BODY, amount: 0 })).headers['x-ratelimit-remaining']);
+
     expect(invalid.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
     expect(unknown.body.error).toMatchObject({ code: 'parameter_invalid', param: 'colour' });
-    expect(twice.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
-    expect(notJson.status).toBe(400);
     expect(notJson.body.error.message).toMatch(/Content-Type: application\/json/);
-    // The pipeline's guard ran for those it answered; the duplicate key was refused by a middleware before any guard.
-    expect(guarded).toHaveBeenCalledTimes(3);
+    // Refused by a middleware before any guard, through the pipeline: no rate limit taken for it.
+    expect(twice.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+    expect(after).toBe(remaining - 1);
+    expect(guarded).not.toHaveBeenCalled();
     expect(await payments()).toBe(before);
     // The key was never claimed: it still makes a payment.
     expect((await post(key, BODY)).status).toBe(201);
@@ -279,22 +291,36 @@ describe('a refund answered before the framework', () => {
     expect(early.body).toMatchObject({ object: 'refund', payment, amount: 100, status: 'succeeded' });
   });
 
-  it('replays a finished refund byte for byte, and hands on a refusal for the pipeline to answer', async () => {
-    const key = randomUUID();
-    const first = await refund(key, { payment, amount: 200 });
-    const replay = await refund(key, { amount: 200, payment });
-    const tooMuch = await refund(randomUUID(), { payment, amount: 1_000_000 });
-    const invalid = await refund(randomUUID(), { payment, amount: 0 });
-
-    expect(replay.status).toBe(201);
-    expect(replay.text).toBe(first.text);
-    expect(replay.headers['idempotent-replayed']).toBe('true');
-    // The service's refusal is answered here; the body validation refuses is the pipeline's.
-    expect(tooMuch.status).toBe(400);
-    expect(tooMuch.body.error.code).toBe('amount_too_large');
-    expect(invalid.status).toBe(400);
-    expect(invalid.body.error).toMatchObject({ code: 'parameter_invalid', param: 'amount' });
+  it('replays a refund made by either path, byte for byte, and refuses as the pipeline does', async () => {
+    const [earlyKey, pipelineKey] = [randomUUID(), randomUUID()];
+    const madeEarly = await refund(earlyKey, { payment, amount: 200 });
+    const madeThroughPipeline = await refund(pipelineKey, { payment, amount: 300 }, '/v1/refunds/');
     expect(guarded).toHaveBeenCalledTimes(1);
+    guarded.mockClear();
+    // A replay answered early (another spelling of the same JSON), and one through the pipeline.
+    const replayedEarly = await refund(pipelineKey, { amount: 300, payment });
+    const replayedThroughPipeline = await refund(earlyKey, { payment, amount: 200 }, '/v1/refunds/');
+    expect(guarded).toHaveBeenCalledTimes(1);
+    guarded.mockClear();
+
+    for (const [made, replayed] of [
+      [madeEarly, replayedThroughPipeline],
+      [madeThroughPipeline, replayedEarly],
+    ]) {
+      expect(made.status).toBe(201);
+      expect(replayed.status).toBe(201);
+      expect(replayed.text).toBe(made.text);
+      expect(replayed.headers['idempotent-replayed']).toBe('true');
+    }
+
+    for (const body of [{ payment, amount: 1_000_000 }, { payment, amount: 0 }, { payment: 'pay_01JZZZZZZZZZZZZZZZZZZZZZZZ' }]) {
+      const early = await refund(randomUUID(), body);
+      const throughPipeline = await refund(randomUUID(), body, '/v1/refunds/');
+      expect(early.status).toBeGreaterThanOrEqual(400);
+      expect(early.status).toBe(throughPipeline.status);
+      expect(early.text).toBe(throughPipeline.text);
+    }
+    expect(guarded).toHaveBeenCalledTimes(3);
   });
 });
 
@@ -351,7 +377,7 @@ describe('a read of one payment answered before the framework', () => {
 });
 
 describe('limits on early answers', () => {
-  it('counts them against the client’s rate limit, and past it answers the guard’s 429', async () => {
+  it('counts them against the client’s rate limit, and past it answers the guard’s 429, to a replay and to a new payment', async () => {
     const stack = await startInProcessStack({ config: { RATE_LIMIT_REQUESTS: '3' } });
     try {
       const key = randomUUID();
@@ -365,8 +391,15 @@ describe('limits on early answers', () => {
       expect((await post()).status).toBe(201);
       const limited = await post();
       const limitedByGuard = await post('/v1/payments/');
+      const limitedCreate = await request(stack.url)
+        .post('/v1/payments')
+        .set('Authorization', `Bearer ${stack.apiKey}`)
+        .set('Idempotency-Key', randomUUID())
+        .send(BODY);
 
       expect(created).toHaveBeenCalledTimes(1);
+      expect(limitedCreate.status).toBe(429);
+      expect(limitedCreate.body).toEqual(limitedByGuard.body);
       expect(limited.status).toBe(429);
       expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
       expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
@@ -399,8 +432,11 @@ describe('limits on early answers', () => {
   });
 });
 
+/** The provider's own delay in the log line's spec: what an early create's responseTime must include. */
+const PROVIDER_LATENCY_MS = 150;
+
 describe('an early answer’s log line', () => {
-  const stack = useProcessStack({ client: 'early answers' });
+  const stack = useProcessStack({ client: 'early answers', providerEnv: { PROVIDER_LATENCY_MS: String(PROVIDER_LATENCY_MS) } });
 
   it('is the request log line the pipeline writes, with the answer’s request id, for a create and a replay', async () => {
     // The client's first request goes through the pipeline (its key is looked up there); the next ones are answered early.
@@ -419,6 +455,17 @@ describe('an early answer’s log line', () => {
       expect(early.req).toMatchObject({ method: 'POST', url: '/v1/payments', headers: { authorization: '[redacted]' } });
       expect(Object.keys(early).sort()).toEqual(Object.keys(throughPipeline).sort());
     }
+    const headerNames = (line: Record<string, unknown>) => Object.keys((line.res as { headers: object }).headers).sort();
+    expect(headerNames(created)).toEqual(headerNames(throughPipeline));
+    expect(headerNames(replayed)).toEqual([...headerNames(throughPipeline), 'idempotent-replayed'].sort());
+    // Timed from when the request is taken up: the provider's call included.
+    expect(created.responseTime).toBeGreaterThanOrEqual(PROVIDER_LATENCY_MS);
+
+    // What the work logs carries the request, as under Nest's middleware: here the provider client giving up.
+    const unavailable = await stack.client.post('provider down', { ...BODY, payment_method: 'pm_card_unavailable' });
+    const id = unavailable.headers.get('x-request-id');
+    const gaveUp = await stack.api.waitForLine(({ json }) => typeof json?.msg === 'string' && json.msg.includes('gave up') && json.requestId === id);
+    expect((gaveUp.json!.req as { id?: string } | undefined)?.id).toBe(id);
     expect(stack.api.output().join('\n')).not.toContain(stack.apiKey);
   });
 });

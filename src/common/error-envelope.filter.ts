@@ -70,10 +70,9 @@ export function replyForError(exception: unknown, known: DomainError | Transport
 
 /**
  * Counts an idempotency conflict answered (idempotency_conflicts_total). Every
- * 409 idempotency_key_in_use and 422 idempotency_key_reused is thrown by
- * PaymentCreationService, the answer cache's 422 included, and so answered by
- * this filter: EarlyAnswers answers only replays whose body matches the key,
- * and reads, and hands any other body on to the pipeline.
+ * 409 idempotency_key_in_use and 422 idempotency_key_reused is thrown by the
+ * write's service (IdempotentWrites), the answer cache's 422 included, and
+ * answered by this filter or by EarlyAnswers, which both count it here.
  */
 export function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
   if (error && IDEMPOTENCY_CONFLICT_CODES.includes(error.code)) metrics.idempotencyConflicts.inc({ code: error.code });

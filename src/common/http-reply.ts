@@ -24,14 +24,16 @@ export interface HttpReply {
  * (EarlyAnswers).
  */
 export function writeReply(response: ServerResponse, requestId: string, reply: HttpReply, extra: Record<string, string> = {}): void {
-  response
-    .writeHead(reply.status, {
-      ...ANSWER_HEADERS,
-      [REQUEST_ID_HEADER]: requestId,
-      ...extra,
-      ...reply.headers,
-      'Content-Type': 'application/json; charset=utf-8',
-      'Content-Length': Buffer.byteLength(reply.body),
-    })
-    .end(reply.body);
+  const headers = {
+    ...ANSWER_HEADERS,
+    [REQUEST_ID_HEADER]: requestId,
+    ...extra,
+    ...reply.headers,
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(reply.body)),
+  };
+  // Set one by one rather than handed to writeHead, so that they are the
+  // response's own (getHeaders()), which the request log line records.
+  for (const [name, value] of Object.entries(headers)) response.setHeader(name, value);
+  response.writeHead(reply.status).end(reply.body);
 }

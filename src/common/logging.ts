@@ -25,13 +25,26 @@ export function loggingModule(config: Pick<AppConfig, 'logLevel'>, name: string)
   return LoggerModule.forRoot({ pinoHttp: { name, level: config.logLevel, ...requestLogOptions() } });
 }
 
-/**
- * The request log line for a request answered before Nest's middleware runs
- * (EarlyAnswers): the same line, through the same root logger, as
- * loggingModule's middleware writes for every other request.
- */
-export function requestLogger(): (request: IncomingMessage, response: ServerResponse) => void {
-  if (!PinoLogger.root) throw new Error('requestLogger needs the application built with loggingModule first');
+/** The request logging of a request answered before Nest's middleware runs (EarlyAnswers). */
+export interface RequestLogging {
+  /**
+   * Starts the request log line: the same line, through the same root
+   * logger, as loggingModule's middleware starts for every other request.
+   * It is written when the response finishes, or when the client leaves
+   * first; its responseTime runs from here.
+   */
+  start(request: IncomingMessage, response: ServerResponse): void;
+  /** Runs `work` so that what it logs carries the request, as every line logged under Nest's middleware does. */
+  within<T>(request: IncomingMessage, work: () => T): T;
+}
+
+export function requestLogging(): RequestLogging {
+  if (!PinoLogger.root) throw new Error('requestLogging needs the application built with loggingModule first');
   const middleware = pinoHttp({ ...requestLogOptions(), logger: PinoLogger.root });
-  return (request, response) => middleware(request, response);
+  // runInContext derives from the root logger, which exists by now: these options are not read.
+  const context = new PinoLogger({ pinoHttp: {} });
+  return {
+    start: (request, response) => middleware(request, response),
+    within: (request, work) => context.runInContext(work, { bindings: { req: request } }),
+  };
 }

@@ -8,9 +8,10 @@ import { asApiError, countConflict, replyForError } from '../common/error-envelo
 import { type HttpReply, writeReply } from '../common/http-reply';
 import { parsedBodyProblem } from '../common/json-body';
 import type { JsonBodyReader } from '../common/json-body-reader';
+import type { RequestLogging } from '../common/logging';
 import { requestIdFor } from '../common/request-id';
 import type { StrictValidationPipe } from '../common/validation';
-import type { AnswerCache } from '../idempotency/answer-cache';
+import type { AnswerCache, FinalAnswer } from '../idempotency/answer-cache';
 import { parseIdempotencyKey, requestFingerprint } from '../idempotency/idempotency-key';
 import type { Metrics } from '../metrics/metrics';
 import { writeCommandOf } from '../operations/idempotent-post';
@@ -29,11 +30,16 @@ const PAYMENT_PATH = /^\/v1\/payments\/([^/?%]+)$/;
  * and what that service counts of a reply it gives, which a replay answered
  * here must count too.
  */
-export interface EarlyWrite {
+export interface EarlyWrite<Body extends object = object> {
   route: string;
-  body: Type;
-  run(command: WriteCommand & { body: object }): Promise<HttpReply>;
+  body: Type<Body>;
+  run(command: WriteCommand & { body: Body }): Promise<HttpReply>;
   countReplay?(reply: HttpReply): void;
+}
+
+/** An EarlyWrite whose body class and service call are checked to agree. */
+export function earlyWrite<Body extends object>(write: EarlyWrite<Body>): EarlyWrite {
+  return write as EarlyWrite;
 }
 
 export interface EarlyAnswersParts {
@@ -47,14 +53,8 @@ export interface EarlyAnswersParts {
   validation: StrictValidationPipe;
   metrics: Metrics;
   body: JsonBodyReader;
-  /** The request log line (pino-http), started once a request is known to be answered here. */
-  logRequest: (request: IncomingMessage, response: ServerResponse) => void;
-}
-
-/** What is sent: the reply and the rate limit's headers. */
-interface Answer {
-  limitHeaders: Record<string, string>;
-  reply: HttpReply;
+  /** The request log line (pino-http), started once a request is known to be answered here, and its log context. */
+  logging: RequestLogging;
 }
 
 type Ask = { request: IncomingMessage; response: ServerResponse; clientId: string };
@@ -64,34 +64,31 @@ type WriteAsk = Ask & { write: EarlyWrite };
 /**
  * The answers clients ask for nearly all the time, served before Express and
  * Nest see the request: a new payment or refund (the idempotent writes, see
- * EarlyWrite), a retry of a finished one whose final answer this process
- * holds (AnswerCache), and a read of one payment, the poll that follows a
- * 202. Through the framework each costs its own work
- * and a share as large again or larger (a fifth of a create, most of a
- * replay). They are answered with the services and the validation the routes
- * use, counted against the same rate limit (ClientRateLimit: past it, the
- * guard's 429), with the same headers, metrics and request log line;
- * everything else, and every request not spelled exactly as below, goes to
- * the full pipeline untouched (`handOn`), but for a body already read
- * (JsonBodyReader).
+ * EarlyWrite), a retry of one whose final answer this process holds
+ * (AnswerCache), and a read of one payment, the poll that follows a 202.
+ * Through the framework each costs its own work and a share as large again
+ * or larger (a fifth of a create, most of a replay). They are answered with
+ * the services and the validation the routes use, in the pipeline's order
+ * from its guards on: the request log line starts, the rate limit is taken
+ * (ClientRateLimit: past it, the guard's 429), then the route's work, with
+ * the same headers, metrics and log lines (tied to the request) and the
+ * filter's envelope for anything refused or thrown. Everything else, and
+ * every request not spelled exactly as below, goes to the full pipeline
+ * untouched (`handOn`), but for a body already read (JsonBodyReader).
  *
  * Common to all: a Host header, and an API key this process knows without
  * a lookup while no address is refused for failed authentications.
  *
- * - Replay: a write's `POST` with a well-formed key whose final answer is
- *   here, and a body the parser and the body checks accept whose fingerprint
- *   is the key's. Such a body is the one the key was claimed with, which
- *   passed validation then, so validation is not run again. Anything else
- *   (another body on the key, a body the checks refuse) is handed on once
- *   the body is read, to be answered as before.
- * - Create: a write's `POST` whose key has no answer here, with a body the
- *   parser, the body checks and the route's validation accept: the
- *   controller's call to its service, and whatever it answers or
- *   throws in the filter's envelope (key conflicts counted as the filter
- *   counts them). A body any check refuses is handed on, so the pipeline
- *   answers it in its own order (rate limit, then validation).
- * - Read: `GET /v1/payments/{id}` without a body or a query: the lookup the
- *   route makes, its answer or its error in the filter's envelope.
+ * - A write: `POST` on a write's route, with a body the parser and the body
+ *   checks accept (any other is handed on: the pipeline refuses it in a
+ *   middleware, before any guard). A replay when the key's final answer is
+ *   here and the body's fingerprint is the key's: that body passed
+ *   validation when the key was claimed, so validation is not run again.
+ *   Otherwise the route's work: the body validated into its class, and the
+ *   controller's call to its service (key conflicts counted as the filter
+ *   counts them).
+ * - A read: `GET /v1/payments/{id}` without a body or a query: the lookup the
+ *   route makes, its answer or its error.
  */
 export class EarlyAnswers {
   private readonly writes: Map<string, EarlyWrite>;
@@ -107,10 +104,8 @@ export class EarlyAnswers {
     const clientId = write || id !== undefined ? this.knownClient(request) : undefined;
     if (clientId === undefined) return handOn();
     const ask = { request, response, clientId };
-    if (!write) return this.read(ask, id!);
-    const key = this.cachedKey(request, clientId);
-    if (key === undefined) return this.create({ ...ask, write }, handOn);
-    this.replay({ ...ask, write }, key, handOn);
+    if (write) this.write({ ...ask, write }, handOn);
+    else if (id !== undefined) this.read(ask, id);
   }
 
   private knownClient(request: IncomingMessage): string | undefined {
@@ -118,79 +113,58 @@ export class EarlyAnswers {
     return this.parts.clients.knownClient(request.headersDistinct.authorization)?.id;
   }
 
-  /** The request's idempotency key, when its final answer is here. */
-  private cachedKey(request: IncomingMessage, clientId: string): string | undefined {
-    let key: string;
-    try {
-      key = parseIdempotencyKey(request.headersDistinct['idempotency-key']);
-    } catch {
-      return undefined;
-    }
-    return this.parts.answers.get(clientId, key) ? key : undefined;
-  }
-
-  private replay(ask: WriteAsk, key: string, handOn: () => void): void {
-    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'POST', route: ask.write.route });
-    void this.parts.body.read(ask.request, ask.response).then((error) => {
-      // Whatever goes wrong here (a body the fingerprint cannot take), the pipeline answers it as it would have.
-      let answer: Answer | undefined;
-      try {
-        answer = error === undefined ? this.replayOf(ask, key) : undefined;
-      } catch {
-        answer = undefined;
-      }
-      if (!answer) return handOn();
-      this.send(ask, answer, endTimer);
-    });
-  }
-
-  /** The replay once the body is in (or the rate limit's 429); undefined to hand on. */
-  private replayOf({ request, clientId, write }: WriteAsk & { request: { body?: unknown } }, key: string): Answer | undefined {
-    if (parsedBodyProblem(request)) return undefined;
-    // Asked again: the key may have expired while its body arrived.
-    const known = this.parts.answers.get(clientId, key);
-    if (!known || known.fingerprint !== requestFingerprint('POST', write.route, request.body)) return undefined;
-    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
-    if (refusal) return { limitHeaders, reply: errorReply(refusal) };
-    const reply = replayOf(known.response);
-    write.countReplay?.(reply);
-    return { limitHeaders, reply };
-  }
-
-  private create(ask: WriteAsk, handOn: () => void): void {
-    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'POST', route: ask.write.route });
-    void this.parts.body.read(ask.request, ask.response).then(async (error) => {
-      const command = error === undefined ? await this.createCommandOf(ask) : undefined;
-      if (!command) return handOn();
-      const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(ask.clientId);
-      if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
-      this.send(ask, { limitHeaders, reply: await this.written(ask, command) }, endTimer);
-    });
+  /**
+   * A write's POST, once its body is in: a replay when this process holds the
+   * key's final answer and the body is the one it was given for, else the
+   * write itself (whose service refuses another body on a used key). A body
+   * the parser refused, or accepted but nothing may read, is handed on: the
+   * pipeline refuses it before any guard.
+   */
+  private write(ask: WriteAsk, handOn: () => void): void {
+    const { request, response, write } = ask;
+    const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'POST', route: write.route });
+    this.parts.body
+      .read(request, response)
+      .then((error) => {
+        if (error !== undefined || parsedBodyProblem(request)) return handOn();
+        const known = this.replayable(ask, (request as { body?: unknown }).body);
+        if (!known) return this.answer(ask, endTimer, () => this.written(ask));
+        this.answer(ask, endTimer, () => {
+          const reply = replayOf(known.response);
+          write.countReplay?.(reply);
+          return reply;
+        });
+      })
+      .catch((error: unknown) => this.failed(ask, error));
   }
 
   /**
-   * The controller's command once the body is in; undefined to hand on: a
-   * body some check refuses (or the fingerprint cannot take) is the
-   * pipeline's to answer.
+   * The key's final answer, when this process holds it and `body` is the one
+   * it was given for. Such a body passed validation when the key was
+   * claimed, so it is not validated again, as for a replay read from Postgres.
    */
-  private async createCommandOf({
-    request,
-    clientId,
-    write,
-  }: WriteAsk & { request: { body?: unknown } }): Promise<(WriteCommand & { body: object }) | undefined> {
+  private replayable({ request, clientId, write }: WriteAsk, body: unknown): FinalAnswer | undefined {
     try {
-      if (parsedBodyProblem(request)) return undefined;
-      const body = (await this.parts.validation.transform(request.body, { type: 'body', metatype: write.body })) as object;
-      return { ...writeCommandOf(clientId, requestFingerprint('POST', write.route, request.body), request), body };
+      const known = this.parts.answers.get(clientId, parseIdempotencyKey(request.headersDistinct['idempotency-key']));
+      return known?.fingerprint === requestFingerprint('POST', write.route, body) ? known : undefined;
     } catch {
+      // No usable key, or a body the fingerprint cannot take: the write answers it as the route would.
       return undefined;
     }
   }
 
-  /** What the service answers, or what it threw in the filter's envelope. */
-  private async written({ request, write }: WriteAsk, command: WriteCommand & { body: object }): Promise<HttpReply> {
+  /**
+   * What the route answers: the body validated into its class, the
+   * controller's command and its service's answer, with what the service
+   * logs tied to the request; a body validation refuses, or whatever the
+   * service throws, in the filter's envelope.
+   */
+  private async written({ request, clientId, write }: WriteAsk): Promise<HttpReply> {
+    const body = (request as { body?: unknown }).body;
     try {
-      return await write.run(command);
+      const validated = (await this.parts.validation.transform(body, { type: 'body', metatype: write.body })) as object;
+      const command = { ...writeCommandOf(clientId, requestFingerprint('POST', write.route, body), request), body: validated };
+      return await this.parts.logging.within(request, () => write.run(command));
     } catch (thrown) {
       const known = asApiError(thrown);
       countConflict(this.parts.metrics, known);
@@ -200,19 +174,39 @@ export class EarlyAnswers {
 
   private read(ask: Ask, id: string): void {
     const endTimer = this.parts.metrics.httpRequests.startTimer({ method: 'GET', route: PAYMENT_ROUTE });
-    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(ask.clientId);
-    if (refusal) return this.send(ask, { limitHeaders, reply: errorReply(refusal) }, endTimer);
-    this.parts.lookup.get(ask.clientId, id).then(
-      (payment) => this.send(ask, { limitHeaders, reply: { status: 200, body: JSON.stringify(payment), headers: {} } }, endTimer),
-      (error: unknown) => this.send(ask, { limitHeaders, reply: replyForError(error, asApiError(error), requestIdFor(ask.request)) }, endTimer),
-    );
+    this.answer(ask, endTimer, async () => {
+      try {
+        return { status: 200, body: JSON.stringify(await this.parts.lookup.get(ask.clientId, id)), headers: {} };
+      } catch (error) {
+        return replyForError(error, asApiError(error), requestIdFor(ask.request));
+      }
+    });
   }
 
-  /** Logs, times and writes the answer. */
-  private send({ request, response }: Ask, { limitHeaders, reply }: Answer, endTimer: (labels: { status: string }) => void): void {
-    this.parts.logRequest(request, response);
+  /**
+   * Answers here from now on, as the pipeline would from its guards on: the
+   * request log line starts (so it times the work, and is written even if
+   * the client leaves), the rate limit is taken (past it, the guard's 429),
+   * then `reply` runs.
+   */
+  private answer(ask: Ask, endTimer: (labels: { status: string }) => void, reply: () => HttpReply | Promise<HttpReply>): void {
+    const { request, response, clientId } = ask;
+    this.parts.logging.start(request, response);
     response.once('finish', () => endTimer({ status: String(response.statusCode) }));
-    writeReply(response, requestIdFor(request), reply, limitHeaders);
+    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
+    const answered = refusal ? errorReply(refusal) : reply();
+    void Promise.resolve(answered)
+      .then((answer) => writeReply(response, requestIdFor(request), answer, limitHeaders))
+      .catch((error: unknown) => this.failed(ask, error));
+  }
+
+  /** What no step above expected: the filter's 500, or a cut connection once the answer has begun. */
+  private failed({ request, response }: Ask, error: unknown): void {
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
+    writeReply(response, requestIdFor(request), replyForError(error, undefined, requestIdFor(request)));
   }
 }
 

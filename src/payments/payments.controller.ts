@@ -13,7 +13,10 @@ import { PaymentCreationService } from './payment-creation.service';
 import { PaymentLookupService } from './payment-lookup.service';
 import { IdempotentPost, REPLAYED, sendReply, writeCommandOf } from '../operations/idempotent-post';
 
-@Controller('v1/payments')
+/** Where the payments are created and read; EarlyAnswers answers its POST on this path too (src/http-app.ts). */
+export const PAYMENTS_PATH = '/v1/payments';
+
+@Controller(PAYMENTS_PATH)
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
 @ApiTags('payments')
 @ApiBearerAuth(API_KEY_SCHEME)

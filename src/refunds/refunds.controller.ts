@@ -12,7 +12,10 @@ import { CreateRefundDto, ListRefundsQueryDto } from './refunds.dto';
 import { RefundsService } from './refunds.service';
 import { IdempotentPost, REPLAYED, sendReply, writeCommandOf } from '../operations/idempotent-post';
 
-@Controller('v1/refunds')
+/** Where the refunds are created and read; EarlyAnswers answers its POST on this path too (src/http-app.ts). */
+export const REFUNDS_PATH = '/v1/refunds';
+
+@Controller(REFUNDS_PATH)
 @UseGuards(ApiKeyGuard, ClientThrottlerGuard)
 @ApiTags('refunds')
 @ApiBearerAuth(API_KEY_SCHEME)
