@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
+import { ClientRateLimit } from '../src/clients/client-rate-limit';
 import { ClientThrottlerGuard } from '../src/clients/client-throttler.guard';
 import { AnswerCache } from '../src/idempotency/answer-cache';
 import { PaymentCreationService } from '../src/payments/payment-creation.service';
@@ -429,6 +430,30 @@ describe('limits on early answers', () => {
     } finally {
       await stack.stop();
     }
+  });
+});
+
+describe('an early answer that meets an unexpected error', () => {
+  const stack = useInProcessStack();
+
+  it('is the filter’s 500 with the request id, and the process goes on answering', async () => {
+    const auth = { Authorization: `Bearer ${stack.apiKey}` };
+    const payment = await request(stack.url).post('/v1/payments').set(auth).set('Idempotency-Key', randomUUID()).send(BODY);
+    expect(payment.status).toBe(201);
+    const take = jest.spyOn(stack.app.get(ClientRateLimit), 'take').mockImplementation(() => {
+      throw new Error('boom');
+    });
+    try {
+      const read = await request(stack.url).get(`/v1/payments/${payment.body.id}`).set(auth);
+      const create = await request(stack.url).post('/v1/payments').set(auth).set('Idempotency-Key', randomUUID()).send(BODY);
+      for (const failed of [read, create]) {
+        expect(failed.status).toBe(500);
+        expect(failed.body.error).toMatchObject({ type: 'api_error', code: 'internal_error', request_id: failed.headers['x-request-id'] });
+      }
+    } finally {
+      take.mockRestore();
+    }
+    expect((await request(stack.url).get(`/v1/payments/${payment.body.id}`).set(auth)).status).toBe(200);
   });
 });
 

@@ -193,20 +193,24 @@ export class EarlyAnswers {
     const { request, response, clientId } = ask;
     this.parts.logging.start(request, response);
     response.once('finish', () => endTimer({ status: String(response.statusCode) }));
-    const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
-    const answered = refusal ? errorReply(refusal) : reply();
-    void Promise.resolve(answered)
-      .then((answer) => writeReply(response, requestIdFor(request), answer, limitHeaders))
-      .catch((error: unknown) => this.failed(ask, error));
+    // Async, so that a throw anywhere in it, before its first await too, ends in `failed`.
+    void (async () => {
+      const { headers: limitHeaders, refusal } = this.parts.rateLimit.take(clientId);
+      writeReply(response, requestIdFor(request), refusal ? errorReply(refusal) : await reply(), limitHeaders);
+    })().catch((error: unknown) => this.failed(ask, error));
   }
 
-  /** What no step above expected: the filter's 500, or a cut connection once the answer has begun. */
+  /** What no step above expected: the filter's 500, or a cut connection once the answer has begun (or cannot be written). */
   private failed({ request, response }: Ask, error: unknown): void {
-    if (response.headersSent) {
-      response.destroy();
-      return;
+    if (!response.headersSent) {
+      try {
+        writeReply(response, requestIdFor(request), replyForError(error, undefined, requestIdFor(request)));
+        return;
+      } catch {
+        // Cut below.
+      }
     }
-    writeReply(response, requestIdFor(request), replyForError(error, undefined, requestIdFor(request)));
+    response.destroy();
   }
 }
 
