@@ -30,12 +30,12 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const response = context.getResponse<Response>();
     const known = asApiError(exception);
     const answered = known && this.withMethods(known, request);
-    const reply = replyForError(exception, answered, requestIdFor(request));
     if (response.headersSent) {
+      replyForError(exception, answered, requestIdFor(request));
       response.destroy();
       return;
     }
-    countConflict(this.metrics, answered);
+    const reply = countedReplyForError(this.metrics, exception, answered, requestIdFor(request));
     response.status(reply.status).set(reply.headers).type('application/json').send(reply.body);
   }
 
@@ -69,11 +69,18 @@ export function replyForError(exception: unknown, known: DomainError | Transport
 }
 
 /**
- * Counts an idempotency conflict answered (idempotency_conflicts_total). Every
- * 409 idempotency_key_in_use and 422 idempotency_key_reused is thrown by the
- * write's service (IdempotentWrites), the answer cache's 422 included, and
- * answered by this filter or by EarlyAnswers, which both count it here.
+ * replyForError for an answer that is sent, with an idempotency conflict
+ * counted (idempotency_conflicts_total). Every 409 idempotency_key_in_use
+ * and 422 idempotency_key_reused is thrown by a write's service
+ * (IdempotentWrites), the answer cache's 422 included, and answered through
+ * here by this filter or by EarlyAnswers.
  */
-export function countConflict(metrics: Metrics, error: DomainError | TransportError | undefined): void {
-  if (error && IDEMPOTENCY_CONFLICT_CODES.includes(error.code)) metrics.idempotencyConflicts.inc({ code: error.code });
+export function countedReplyForError(
+  metrics: Metrics,
+  exception: unknown,
+  known: DomainError | TransportError | undefined,
+  requestId: string,
+): HttpReply {
+  if (known && IDEMPOTENCY_CONFLICT_CODES.includes(known.code)) metrics.idempotencyConflicts.inc({ code: known.code });
+  return replyForError(exception, known, requestId);
 }

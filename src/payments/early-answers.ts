@@ -4,7 +4,7 @@ import type { AuthFailureLimiter } from '../clients/auth-failure-limiter';
 import type { ClientRateLimit } from '../clients/client-rate-limit';
 import type { ClientsService } from '../clients/clients.service';
 import { errorReply } from '../common/error-envelope';
-import { asApiError, countConflict, replyForError } from '../common/error-envelope.filter';
+import { asApiError, countedReplyForError, replyForError } from '../common/error-envelope.filter';
 import { type HttpReply, writeReply } from '../common/http-reply';
 import { parsedBodyProblem } from '../common/json-body';
 import type { JsonBodyReader } from '../common/json-body-reader';
@@ -67,7 +67,7 @@ type WriteAsk = Ask & { write: EarlyWrite };
  * EarlyWrite), a retry of one whose final answer this process holds
  * (AnswerCache), and a read of one payment, the poll that follows a 202.
  * Through the framework each costs its own work and a share as large again
- * or larger (a fifth of a create, most of a replay). They are answered with
+ * or larger (an eighth of a create's CPU, most of a replay's). They are answered with
  * the services and the validation the routes use, in the pipeline's order
  * from its guards on: the request log line starts, the rate limit is taken
  * (ClientRateLimit: past it, the guard's 429), then the route's work, with
@@ -146,7 +146,8 @@ export class EarlyAnswers {
   private replayable({ request, clientId, write }: WriteAsk, body: unknown): FinalAnswer | undefined {
     try {
       const known = this.parts.answers.get(clientId, parseIdempotencyKey(request.headersDistinct['idempotency-key']));
-      return known?.fingerprint === requestFingerprint('POST', write.route, body) ? known : undefined;
+      // The fingerprint only for a key answered here: a new write's is taken once, by `written`.
+      return known && known.fingerprint === requestFingerprint('POST', write.route, body) ? known : undefined;
     } catch {
       // No usable key, or a body the fingerprint cannot take: the write answers it as the route would.
       return undefined;
@@ -166,9 +167,7 @@ export class EarlyAnswers {
       const command = { ...writeCommandOf(clientId, requestFingerprint('POST', write.route, body), request), body: validated };
       return await this.parts.logging.within(request, () => write.run(command));
     } catch (thrown) {
-      const known = asApiError(thrown);
-      countConflict(this.parts.metrics, known);
-      return replyForError(thrown, known, requestIdFor(request));
+      return countedReplyForError(this.parts.metrics, thrown, asApiError(thrown), requestIdFor(request));
     }
   }
 
