@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, readFile, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseJsonObject } from '../../test/support/processes';
 
 /** How many of the processes' lines on unexpected errors a run with a violation repeats on stderr. */
 export const REPEATED_ERROR_LINES = 20;
@@ -24,7 +25,7 @@ export async function errorLines(outputDir: string, max: number): Promise<string
   const unexpected: string[] = [];
   for (const file of (await readdir(outputDir)).sort()) {
     for (const text of (await readFile(join(outputDir, file), 'utf8')).split('\n')) {
-      const line = parseJson(text) as { level?: unknown; msg?: unknown; code?: unknown } | undefined;
+      const line = parseJsonObject(text);
       if (typeof line?.level !== 'number' || line.level < 50) continue;
       const message = `${String(line.msg).slice(0, 60)}${typeof line.code === 'string' ? ` (${line.code})` : ''}`;
       byMessage.set(message, (byMessage.get(message) ?? 0) + 1);
@@ -37,12 +38,4 @@ export async function errorLines(outputDir: string, max: number): Promise<string
     `${unexpected.length} on an unexpected error${unexpected.length > max ? `, the first ${max}` : ''}:`,
     ...unexpected.slice(0, max),
   ];
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -311,7 +311,8 @@ function launch(name: string, entry: string, env: Env, { outputDir }: LaunchOpti
   };
 }
 
-function parseJsonObject(text: string): Record<string, unknown> | undefined {
+/** `text` parsed, when it is a JSON object (a log line, say); undefined for anything else. */
+export function parseJsonObject(text: string): Record<string, unknown> | undefined {
   if (!text.startsWith('{')) return undefined;
   try {
     const value: unknown = JSON.parse(text);
