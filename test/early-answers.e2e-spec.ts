@@ -28,6 +28,23 @@ function stableHeaders(headers: Record<string, string>): Record<string, string> 
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_ANSWER.includes(name)));
 }
 
+/** The client's stack: where it listens and its API key. */
+type Client = { url: string; apiKey: string };
+
+/**
+ * An authenticated `POST path` with an Idempotency-Key and `body` as JSON.
+ * '/v1/payments/' is the same route to Express and Nest as '/v1/payments',
+ * but not to EarlyAnswers, which takes only the exact spelling.
+ */
+function postAs({ url, apiKey }: Client, key: string, body: unknown, path = '/v1/payments') {
+  return request(url).post(path).set('Authorization', `Bearer ${apiKey}`).set('Idempotency-Key', key).send(body as object);
+}
+
+/** The same with `text` sent as it is, under the content type given. */
+function postTextAs({ url, apiKey }: Client, key: string, contentType: string, text: string, path = '/v1/payments') {
+  return request(url).post(path).set('Authorization', `Bearer ${apiKey}`).set('Idempotency-Key', key).set('Content-Type', contentType).send(text);
+}
+
 /** The value of the one series `line` matches (its value captured) in the API's /metrics; 0 before it exists. */
 async function metricValue(stack: InProcessStack, line: RegExp): Promise<number> {
   return Number(line.exec(await (await fetch(`${stack.metricsUrl}/metrics`)).text())?.[1] ?? 0);
@@ -42,10 +59,7 @@ describe('a replay answered before the framework', () => {
   });
   afterEach(() => created.mockRestore());
 
-  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyAnswers, which takes only the exact spelling. */
-  function post(key: string, body: unknown, path = '/v1/payments') {
-    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body as object);
-  }
+  const post = (key: string, body: unknown, path?: string) => postAs(stack, key, body, path);
 
   async function paymentCount(): Promise<number> {
     const [row] = (await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[];
@@ -59,12 +73,7 @@ describe('a replay answered before the framework', () => {
     expect(created).toHaveBeenCalledTimes(1);
 
     // Another spelling of the same JSON: the fingerprint, not the bytes, decides.
-    const early = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', key)
-      .set('Content-Type', 'application/json')
-      .send('{"payment_method":"pm_card_ok", "currency":"USD",\n"amount":500.0}');
+    const early = await postTextAs(stack, key, 'application/json', '{"payment_method":"pm_card_ok", "currency":"USD",\n"amount":500.0}');
     expect(created).toHaveBeenCalledTimes(1);
 
     const throughPipeline = await post(key, BODY, '/v1/payments/');
@@ -99,13 +108,7 @@ describe('a replay answered before the framework', () => {
   it('hands on every request it cannot answer the same way, body and all, and the pipeline answers it', async () => {
     const key = randomUUID();
     expect((await post(key, BODY)).status).toBe(201);
-    const raw = (text: string) =>
-      request(stack.url)
-        .post('/v1/payments')
-        .set('Authorization', `Bearer ${stack.apiKey}`)
-        .set('Idempotency-Key', key)
-        .set('Content-Type', 'application/json')
-        .send(text);
+    const raw = (text: string) => postTextAs(stack, key, 'application/json', text);
 
     const reused = await post(key, { ...BODY, amount: 501 });
     expect(reused.status).toBe(422);
@@ -149,9 +152,8 @@ describe('a create answered before the framework', () => {
   });
   afterEach(() => guarded.mockRestore());
 
-  /** `path` '/v1/payments/' is the same route to Express and Nest, but not to EarlyAnswers. */
-  function post(key: string, body: unknown, path = '/v1/payments') {
-    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body as object);
+  function post(key: string, body: unknown, path?: string) {
+    return postAs(stack, key, body, path);
   }
 
   it('is the answer the pipeline gives for a charge, a decline and a pending charge: status, body and headers', async () => {
@@ -210,15 +212,7 @@ describe('a create answered before the framework', () => {
     expect(await metricValue(stack, answers)).toBe(answersBefore + 1);
   });
 
-  /** A POST of `text` as it is, with the content type given. */
-  function postRaw(key: string, contentType: string, text: string, path = '/v1/payments') {
-    return request(stack.url)
-      .post(path)
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', key)
-      .set('Content-Type', contentType)
-      .send(text);
-  }
+  const postRaw = (key: string, contentType: string, text: string, path?: string) => postTextAs(stack, key, contentType, text, path);
 
   it('answers what validation refuses as the pipeline does, and hands on what the parser refuses, with nothing written', async () => {
     const payments = async () => ((await stack.dataSource.query('SELECT count(*)::int AS n FROM payments')) as { n: number }[])[0].n;
@@ -262,21 +256,15 @@ describe('a refund answered before the framework', () => {
 
   beforeEach(async () => {
     // Also the client's first request on this process, through the pipeline: its key is known here after it.
-    const paid = await request(stack.url)
-      .post('/v1/payments')
-      .set('Authorization', `Bearer ${stack.apiKey}`)
-      .set('Idempotency-Key', randomUUID())
-      .send({ ...BODY, amount: 10_000 });
+    const paid = await postAs(stack, randomUUID(), { ...BODY, amount: 10_000 });
     expect(paid.status).toBe(201);
     payment = paid.body.id as string;
     guarded = jest.spyOn(ClientThrottlerGuard.prototype, 'canActivate');
   });
   afterEach(() => guarded.mockRestore());
 
-  /** `path` '/v1/refunds/' is the same route to Express and Nest, but not to EarlyAnswers. */
-  function refund(key: string, body: Record<string, unknown>, path = '/v1/refunds') {
-    return request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(body);
-  }
+  /** '/v1/refunds/' is the same route to Express and Nest, but not to EarlyAnswers. */
+  const refund = (key: string, body: Record<string, unknown>, path = '/v1/refunds') => postAs(stack, key, body, path);
 
   it('is the answer the pipeline gives: status, headers, and the refund but for its ids and times', async () => {
     const body = { payment, amount: 100, reason: 'requested_by_customer', metadata: { ticket: 't_1' } };
@@ -336,8 +324,7 @@ describe('a read of one payment answered before the framework', () => {
 
   /** With a query the path is the same route to Express, but not to EarlyAnswers. */
   const get = (path: string) => request(stack.url).get(path).set('Authorization', `Bearer ${stack.apiKey}`);
-  const createPayment = () =>
-    request(stack.url).post('/v1/payments').set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', randomUUID()).send(BODY);
+  const createPayment = () => postAs(stack, randomUUID(), BODY);
 
   it('is the answer the pipeline gives, for a payment and for none', async () => {
     const created = await createPayment();
@@ -382,8 +369,7 @@ describe('limits on early answers', () => {
     const stack = await startInProcessStack({ config: { RATE_LIMIT_REQUESTS: '3' } });
     try {
       const key = randomUUID();
-      const post = (path = '/v1/payments') =>
-        request(stack.url).post(path).set('Authorization', `Bearer ${stack.apiKey}`).set('Idempotency-Key', key).send(BODY);
+      const post = (path?: string) => postAs(stack, key, BODY, path);
       const created = jest.spyOn(stack.app.get(PaymentCreationService), 'create');
 
       expect((await post()).status).toBe(201);
@@ -392,11 +378,7 @@ describe('limits on early answers', () => {
       expect((await post()).status).toBe(201);
       const limited = await post();
       const limitedByGuard = await post('/v1/payments/');
-      const limitedCreate = await request(stack.url)
-        .post('/v1/payments')
-        .set('Authorization', `Bearer ${stack.apiKey}`)
-        .set('Idempotency-Key', randomUUID())
-        .send(BODY);
+      const limitedCreate = await postAs(stack, randomUUID(), BODY);
 
       expect(created).toHaveBeenCalledTimes(1);
       expect(limitedCreate.status).toBe(429);
@@ -438,14 +420,14 @@ describe('an early answer that meets an unexpected error', () => {
 
   it('is the filter’s 500 with the request id, and the process goes on answering', async () => {
     const auth = { Authorization: `Bearer ${stack.apiKey}` };
-    const payment = await request(stack.url).post('/v1/payments').set(auth).set('Idempotency-Key', randomUUID()).send(BODY);
+    const payment = await postAs(stack, randomUUID(), BODY);
     expect(payment.status).toBe(201);
     const take = jest.spyOn(stack.app.get(ClientRateLimit), 'take').mockImplementation(() => {
       throw new Error('boom');
     });
     try {
       const read = await request(stack.url).get(`/v1/payments/${payment.body.id}`).set(auth);
-      const create = await request(stack.url).post('/v1/payments').set(auth).set('Idempotency-Key', randomUUID()).send(BODY);
+      const create = await postAs(stack, randomUUID(), BODY);
       for (const failed of [read, create]) {
         expect(failed.status).toBe(500);
         expect(failed.body.error).toMatchObject({ type: 'api_error', code: 'internal_error', request_id: failed.headers['x-request-id'] });
