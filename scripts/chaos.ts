@@ -417,8 +417,9 @@ async function main(): Promise<number> {
       ...SERVICE_KNOBS,
       DATABASE_URL: bouncer ? bouncer.urlFor(options.database) : databaseUrl,
       DATABASE_DIRECT_URL: databaseUrl,
-      // A transaction-pooling bouncer keeps no prepared statement for a client.
-      DATABASE_PREPARED_STATEMENTS: bouncer ? 'false' : 'true',
+      // A transaction-pooling bouncer keeps no prepared statement for a client:
+      // the statements' plans are kept in server-side functions instead.
+      DATABASE_PREPARED_STATEMENTS: bouncer ? 'functions' : 'true',
       REDIS_URL: redis.url,
       PROVIDER_URL: provider.url,
       PROVIDER_WEBHOOK_SECRET: secret,

@@ -101,6 +101,13 @@ describe('loadConfig', () => {
     expect(retention).toMatchObject({ eventsDays: 0.00002, processedMessagesDays: 7.5 });
   });
 
+  it('reads how statements stay planned: by name (the default), through functions, or not at all', () => {
+    expect(loadConfig({}).databasePool.preparedStatements).toBe('named');
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: 'true' }).databasePool.preparedStatements).toBe('named');
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: 'functions' }).databasePool.preparedStatements).toBe('functions');
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: 'false' }).databasePool.preparedStatements).toBe('off');
+  });
+
   it('refuses an endpoint share that leaves no send for the other endpoints', () => {
     expect(() => loadConfig({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '4' })).toThrow(
       'Invalid configuration: WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY (4) (got "4")',
@@ -119,6 +126,7 @@ describe('loadConfig', () => {
     ['PROVIDER_POISON_RATE', '-0.1'],
     ['PROVIDER_POISON_RATE', 'some'],
     ['LOG_LEVEL', 'loud'],
+    ['DATABASE_PREPARED_STATEMENTS', 'yes'],
     ['QUEUE_PREFIX', 'a b'],
     ['DATABASE_DIRECT_URL', 'redis://localhost:6379'],
     ['REDIS_CLUSTER_NODES', 'localhost'],

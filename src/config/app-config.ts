@@ -150,8 +150,25 @@ const DEVELOPMENT_WEBHOOK_SECRET = 'whsec_3fulLzZy+ihVtzUO9c06pgtiuqco2ZNO';
 /** For development and tests only: refused when NODE_ENV is production. */
 const DEVELOPMENT_SECRETS_KEY = 'ZGV2ZWxvcG1lbnQgb25seTogbmV2ZXIgaW4gcHJvZCE=';
 
+/**
+ * How the statements that may be planned once are kept planned
+ * (StatementOptions in database/sql.ts): `named`, prepared once per
+ * connection and then run by name; `functions`, run through server-side
+ * functions, whose plans every server connection keeps (behind a
+ * transaction-pooling PgBouncer that cannot carry a prepared statement);
+ * `off`, parsed and planned at every run.
+ */
+export type PreparedStatements = 'named' | 'functions' | 'off';
+
+/** DATABASE_PREPARED_STATEMENTS' values. */
+const PREPARED_STATEMENTS = { true: 'named', functions: 'functions', false: 'off' } as const satisfies Record<string, PreparedStatements>;
+
 /** Also the pool of the tools and tests that open a DataSource from a URL alone. */
-export const DATABASE_POOL_DEFAULTS = { size: 20, acquireTimeoutMs: 5_000, preparedStatements: true };
+export const DATABASE_POOL_DEFAULTS: { size: number; acquireTimeoutMs: number; preparedStatements: PreparedStatements } = {
+  size: 20,
+  acquireTimeoutMs: 5_000,
+  preparedStatements: 'named',
+};
 
 /**
  * The OpenTelemetry traces: `endpoint` is where the processes export them
@@ -221,11 +238,12 @@ export function loadConfig(env: Env = process.env) {
       /** How long a request waits for a free connection before its 503. */
       acquireTimeoutMs: r.int('DATABASE_POOL_TIMEOUT_MS', DATABASE_POOL_DEFAULTS.acquireTimeoutMs, 1),
       /**
-       * Statements prepared once per connection and then run by name (see
-       * statementName in database/sql.ts). Off behind a transaction-pooling
-       * PgBouncer without protocol-level prepared statement support.
+       * `true`: statements prepared once per connection and run by name (see
+       * database/sql.ts); `functions` behind a transaction-pooling PgBouncer
+       * without protocol-level prepared statement support (see
+       * database/statement-functions.ts); `false`: neither.
        */
-      preparedStatements: r.oneOf('DATABASE_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
+      preparedStatements: PREPARED_STATEMENTS[r.oneOf('DATABASE_PREPARED_STATEMENTS', 'true', ['true', 'functions', 'false'])],
     },
     redisUrl: r.url('REDIS_URL', 'redis://localhost:6379', ['redis:', 'rediss:']),
     /** Seed nodes of a Redis Cluster; when set, REDIS_URL is not used. */

@@ -132,7 +132,7 @@ describe('queryRows and prepared statements', () => {
   it('prepares nothing when the data source is told not to', async () => {
     const unprepared = await createDataSource({
       databaseUrl: TEST_DATABASE_URL,
-      databasePool: { ...DATABASE_POOL_DEFAULTS, preparedStatements: false },
+      databasePool: { ...DATABASE_POOL_DEFAULTS, preparedStatements: 'off' },
     }).initialize();
     try {
       expect(await queryRow(unprepared.manager, probe, [1], { planOnce: true })).toEqual({ n: 2 });

@@ -2,6 +2,8 @@ import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
+import type { PreparedStatements } from '../config/app-config';
+import { StatementFunctions } from './statement-functions';
 
 /**
  * Rows of a raw statement, run on the connection `db` stands for: the
@@ -21,8 +23,13 @@ export async function queryRows<T>(
   params: unknown[] = [],
   options: StatementOptions = {},
 ): Promise<T[]> {
-  const query = { name: options.planOnce ? statementName(db, text) : undefined, text, values: params };
-  if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query);
+  const query: QueryConfig = { text, values: params };
+  if (options.planOnce) {
+    const prepared = preparedStatementsOf(db);
+    if (prepared === 'named') query.name = statementName(text);
+    else if (prepared === 'functions') query.text = statementFunctionsOf(db).callFor(text) ?? text;
+  }
+  if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query, text);
   if (db.queryRunner) {
     const connection = (await db.queryRunner.connect()) as PoolClient;
     try {
@@ -40,7 +47,8 @@ export async function queryRows<T>(
   return result as T[];
 }
 
-async function queryOnPool<T>(pool: Pool, query: QueryConfig): Promise<T[]> {
+/** `text`: the statement as the caller wrote it, for its error (the query may run it through its function). */
+async function queryOnPool<T>(pool: Pool, query: QueryConfig, text: string): Promise<T[]> {
   // Not pool.query: it discards the connection after any failed statement,
   // a unique violation included. Here only a failure that ended the session
   // does: a FATAL from the server (it is shutting down, or terminated this
@@ -56,7 +64,7 @@ async function queryOnPool<T>(pool: Pool, query: QueryConfig): Promise<T[]> {
     return (await connection.query(query)).rows as T[];
   } catch (error) {
     if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
-    throw new QueryFailedError(query.text, query.values, error as Error);
+    throw new QueryFailedError(text, query.values, error as Error);
   } finally {
     connection.off('error', ignoreHeldConnectionError);
     connection.release(broken);
@@ -97,32 +105,51 @@ function poolOf(db: EntityManager): Pool {
  * test/plan-once.e2e-spec.ts checks every statement the service prepares:
  * each lookup has one index that can serve it.
  *
- * Off behind a transaction-pooling PgBouncer, which hands each transaction
- * any server connection: one that never saw the statement prepared.
+ * Not by name behind a transaction-pooling PgBouncer, which hands each
+ * transaction any server connection: one that never saw the statement
+ * prepared. There the statement runs through a server-side function instead
+ * (DATABASE_PREPARED_STATEMENTS=functions, see StatementFunctions), whose
+ * plans every server connection keeps.
  */
 export interface StatementOptions {
   planOnce?: boolean;
 }
 
 /**
- * More distinct texts than this are not named. Statements are built from
- * fixed fragments (their values are parameters), so a process has a few
- * dozen; the bound keeps a statement whose text did vary from filling every
- * connection's memory with plans used once.
+ * More distinct texts than this are not named (nor made functions).
+ * Statements are built from fixed fragments (their values are parameters),
+ * so a process has a few dozen; the bound keeps a statement whose text did
+ * vary from filling every connection's memory with plans used once.
  */
 const MAX_NAMED_STATEMENTS = 500;
 const statementNames = new Map<string, string>();
 
-/** The name `text` is prepared under, when the data source prepares statements. */
-function statementName(db: EntityManager, text: string): string | undefined {
-  const options = db.connection?.options as { extra?: { preparedStatements?: boolean } } | undefined;
-  if (options?.extra?.preparedStatements !== true) return undefined;
+function preparedStatementsOf(db: EntityManager): PreparedStatements {
+  const options = db.connection?.options as { extra?: { preparedStatements?: PreparedStatements } } | undefined;
+  return options?.extra?.preparedStatements ?? 'off';
+}
+
+/** The name `text` is prepared under. */
+function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
   if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
     name = `s${statementNames.size}`;
     statementNames.set(text, name);
   }
   return name;
+}
+
+const functionsByPool = new WeakMap<Pool, StatementFunctions>();
+
+/** The statement functions of `db`'s pool (see StatementFunctions). */
+export function statementFunctionsOf(db: EntityManager): StatementFunctions {
+  const pool = poolOf(db);
+  let functions = functionsByPool.get(pool);
+  if (functions === undefined) {
+    functions = new StatementFunctions(pool, MAX_NAMED_STATEMENTS);
+    functionsByPool.set(pool, functions);
+  }
+  return functions;
 }
 
 /** Every statement this process has prepared so far (for the spec that checks their plans). */

@@ -33,6 +33,15 @@ describe('every process through PgBouncer in transaction pooling mode', () => {
   beforeAll(async () => {
     bouncer = await startPrivatePgBouncer({ poolSize: POOL_SIZE });
     pooledUrl = bouncer.urlFor(DATABASE);
+    // The statement functions an earlier run made: this run's processes make their own.
+    const direct = new Client({ connectionString: TEST_DATABASE_URL });
+    await direct.connect();
+    try {
+      const { rows } = await direct.query<{ name: string }>(`SELECT oid::regprocedure::text AS name FROM pg_proc WHERE proname LIKE 'stmt\\_%'`);
+      for (const { name } of rows) await direct.query(`DROP FUNCTION ${name}`);
+    } finally {
+      await direct.end();
+    }
   });
   afterAll(async () => {
     await dropQueue(testConfig({ QUEUE_PREFIX: queuePrefix }));
@@ -42,7 +51,7 @@ describe('every process through PgBouncer in transaction pooling mode', () => {
   const pooledEnv = () => ({
     DATABASE_URL: pooledUrl,
     DATABASE_DIRECT_URL: TEST_DATABASE_URL,
-    DATABASE_PREPARED_STATEMENTS: 'false',
+    DATABASE_PREPARED_STATEMENTS: 'functions',
     QUEUE_PREFIX: queuePrefix,
   });
 
@@ -156,6 +165,10 @@ describe('every process through PgBouncer in transaction pooling mode', () => {
       expect(servers.length).toBeLessThanOrEqual(POOL_SIZE);
       expect(clients.length).toBeGreaterThan(POOL_SIZE);
       expect(Number(stats.total_xact_count)).toBeGreaterThan(2 * ledger.length);
+      // The statements that may be planned once ran through functions these
+      // processes made for them (DATABASE_PREPARED_STATEMENTS=functions), through the bouncer.
+      const [made] = (await stack.db.query(`SELECT count(*)::int AS n FROM pg_proc WHERE proname LIKE 'stmt\\_%'`)) as { n: number }[];
+      expect(made.n).toBeGreaterThan(0);
     });
   });
 

@@ -153,7 +153,7 @@ describe('a synchronous standby takes over from a primary stopped under load', (
     const env = {
       DATABASE_URL: bouncer.urlFor(DATABASE),
       DATABASE_DIRECT_URL: pair.primary.urlFor(DATABASE),
-      DATABASE_PREPARED_STATEMENTS: 'false',
+      DATABASE_PREPARED_STATEMENTS: 'functions',
       QUEUE_PREFIX: queuePrefix,
       // A provider budget a busy machine can keep.
       IDEMPOTENCY_LEASE_MS: '4000',
