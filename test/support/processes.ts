@@ -223,7 +223,13 @@ function launch(name: string, entry: string, env: Env, { outputDir }: LaunchOpti
 
   const lines: OutputLine[] = [];
   const watchers = new Set<(line: OutputLine) => void>();
-  const file = outputDir === undefined ? undefined : createWriteStream(join(outputDir, `${name}-${child.pid}.log`));
+  let file = outputDir === undefined ? undefined : createWriteStream(join(outputDir, `${name}-${child.pid}.log`));
+  // A file that cannot be written (a full disk, a folder gone) stops being
+  // written; the process, its lines kept here and its exit carry on.
+  file?.on('error', (error) => {
+    file = undefined;
+    lines.push({ text: `(${name}'s output file: ${error.message})` });
+  });
   for (const stream of streams) {
     createInterface({ input: stream }).on('line', (text) => {
       file?.write(`${text}\n`);
