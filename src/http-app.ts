@@ -9,7 +9,7 @@ import { APP_CONFIG, type AppConfig } from './config/app-config';
 import { AnswerCache } from './idempotency/answer-cache';
 import { Metrics } from './metrics/metrics';
 import { httpMetricsMiddleware } from './metrics/http-metrics';
-import { EarlyAnswers, type EarlyWrite, earlyWrite } from './payments/early-answers';
+import { EarlyAnswers, type EarlyWrite, earlyWrite } from './early-answers';
 import { PaymentCreationService } from './payments/payment-creation.service';
 import { PAYMENTS_PATH } from './payments/payments.controller';
 import { CreatePaymentDto } from './payments/payments.dto';
