@@ -29,13 +29,14 @@ export async function queryRows<T>(
     if (prepared === 'named') query.name = statementName(text);
     else if (prepared === 'functions') query.text = statementFunctionsOf(db).callFor(text) ?? text;
   }
-  if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query, text);
-  if (db.queryRunner) {
-    const connection = (await db.queryRunner.connect()) as PoolClient;
+  if (isDataSourceManager(db) || db.queryRunner) {
     try {
-      return (await connection.query(query)).rows as T[];
+      return await queryOnConnection<T>(db, query, text);
     } catch (error) {
-      throw new QueryFailedError(text, params, error as Error);
+      // The statement's function was dropped (by hand, see docs/scaling.md):
+      // the next run sends the statement as it is and makes the function again.
+      if (query.text !== text && isUndefinedFunction(error)) statementFunctionsOf(db).forget(text);
+      throw error;
     }
   }
   // A stand-in of a test, with a `query` of its own. TypeORM's answers
@@ -45,6 +46,17 @@ export async function queryRows<T>(
     return result[0] as T[];
   }
   return result as T[];
+}
+
+/** On the pool, or on the transaction's connection; `text` as in queryOnPool. */
+async function queryOnConnection<T>(db: EntityManager, query: QueryConfig, text: string): Promise<T[]> {
+  if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), query, text);
+  const connection = (await db.queryRunner!.connect()) as PoolClient;
+  try {
+    return (await connection.query(query)).rows as T[];
+  } catch (error) {
+    throw new QueryFailedError(text, query.values, error as Error);
+  }
 }
 
 /** `text`: the statement as the caller wrote it, for its error (the query may run it through its function). */
@@ -165,6 +177,11 @@ export async function queryRow<T>(
 ): Promise<T | undefined> {
   const rows = await queryRows<T>(db, text, params, options);
   return rows[0];
+}
+
+/** 42883 undefined_function, raised through queryRows. */
+function isUndefinedFunction(error: unknown): boolean {
+  return error instanceof QueryFailedError && (error.driverError as { code?: string }).code === '42883';
 }
 
 /**

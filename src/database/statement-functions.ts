@@ -116,6 +116,11 @@ export class StatementFunctions {
     }
   }
 
+  /** Forgets `text`'s call (its function is gone): the next run sends it as it is, and makes the function again. */
+  forget(text: string): void {
+    this.calls.delete(text);
+  }
+
   /** Settles once every function asked for so far is made or has failed (for tests). */
   async settled(): Promise<void> {
     await this.queue;
