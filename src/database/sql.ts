@@ -33,9 +33,14 @@ export async function queryRows<T>(
     try {
       return await queryOnConnection<T>(db, query, text);
     } catch (error) {
-      // The statement's function was dropped (by hand, see docs/scaling.md):
-      // the next run sends the statement as it is and makes the function again.
-      if (query.text !== text && isUndefinedFunction(error)) statementFunctionsOf(db).forget(text);
+      if (query.text === text || !isUndefinedFunction(error)) throw error;
+      // The statement's function was dropped under this process (see
+      // docs/scaling.md): from now on the statement is sent as it is, and its
+      // function made again. On the pool nothing else ran in the failed
+      // statement's transaction, so it runs again at once; in a transaction,
+      // which the failure aborted, it fails.
+      statementFunctionsOf(db).forget(text);
+      if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), { text, values: params }, text);
       throw error;
     }
   }

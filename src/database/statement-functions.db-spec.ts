@@ -45,7 +45,7 @@ describe('queryRows through statement functions', () => {
     assertTestDatabase(TEST_DATABASE_URL);
     admin = await createDataSource({ databaseUrl: TEST_DATABASE_URL, databasePool: { ...DATABASE_POOL_DEFAULTS, preparedStatements: 'off' } }).initialize();
     // What a run that ended before its afterAll left.
-    await queryRows(admin.manager, 'DROP TABLE IF EXISTS fn_items, fn_later');
+    await queryRows(admin.manager, 'DROP TABLE IF EXISTS fn_items, fn_later, fn_later_away');
     await queryRows(admin.manager, 'DROP DOMAIN IF EXISTS fn_code');
     await queryRows(admin.manager, `CREATE DOMAIN fn_code AS text CHECK (VALUE ~ '^[a-z]+$')`);
     await queryRows(
@@ -81,17 +81,24 @@ describe('queryRows through statement functions', () => {
     expect(direct).toMatchObject({ tag: 'xy ', tags: ['a', 'b'], note: null, hasTime: true });
     expect(await functionsOf('fn_items')).toHaveLength(1);
 
-    // The call runs the function: under another name, it is not found.
+    // The call runs the function: dropped (here renamed) under the process,
+    // it is not found. A transaction fails; on the pool the statement runs
+    // again as it is. Either way the function is made again.
     const [name] = await functionsOf('fn_items');
     await queryRows(admin.manager, `ALTER FUNCTION ${name} RENAME TO ${name}_away`);
-    await expect(queryRows(fx.manager, insert, [3, 'abc', null, null, null], { planOnce: true })).rejects.toMatchObject({
-      driverError: { code: '42883' },
-    });
-    // A function dropped under a running process: the next run sends the statement as it is, and makes it again.
+    await expect(
+      fx.transaction((tx) => queryRows(tx, insert, [3, 'abc', null, null, null], { planOnce: true })),
+    ).rejects.toMatchObject({ driverError: { code: '42883' } });
     expect(await queryRow(fx.manager, insert, [3, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 3 });
     await statementFunctionsOf(fx.manager).settled();
     expect(await functionsOf('fn_items')).toEqual([name, `${name}_away`]);
+
+    await queryRows(admin.manager, `DROP FUNCTION ${name}`);
     expect(await queryRow(fx.manager, insert, [4, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 4 });
+    expect(await queryRow(fx.manager, insert, [5, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 5 });
+    await statementFunctionsOf(fx.manager).settled();
+    expect(await functionsOf('fn_items')).toEqual([name, `${name}_away`]);
+    expect(await queryRow(fx.manager, insert, [6, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 6 });
   });
 
   it('makes one function when several processes first run the statement at once', async () => {
@@ -150,6 +157,43 @@ describe('queryRows through statement functions', () => {
     expect(await functionsOf('SET note')).toEqual([]);
   });
 
+  it('sends as it is a statement whose columns a function cannot return as they are: a row, a record', async () => {
+    const fx = await functionsSource();
+    const row = `SELECT fn_items AS item FROM fn_items WHERE id = $1`;
+    const pair = `SELECT (id, code) AS pair FROM fn_items WHERE id = $1`;
+
+    await made(fx, row, [100]);
+    await made(fx, pair, [100]);
+
+    expect(statementFunctionsOf(fx.manager).callFor(row)).toBeUndefined();
+    expect(statementFunctionsOf(fx.manager).callFor(pair)).toBeUndefined();
+    expect(await queryRow(fx.manager, pair, [100], { planOnce: true })).toEqual({ pair: '(100,seed)' });
+    expect(await functionsOf('AS item')).toEqual([]);
+    expect(await functionsOf('AS pair')).toEqual([]);
+  });
+
+  it('uses a function of the expected name only if it is this statement’s, made by this role', async () => {
+    const statement = `SELECT id, code FROM fn_items WHERE id = $1 AND id > 0`;
+    await made(await functionsSource(), statement, [100]);
+    const [name] = await functionsOf('AND id > 0');
+    await queryRows(
+      admin.manager,
+      `CREATE OR REPLACE FUNCTION ${name}(integer) RETURNS TABLE (r1 integer, r2 text) LANGUAGE sql AS 'SELECT 1, ''planted''::text'`,
+    );
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      const fx = await functionsSource();
+      await made(fx, statement, [100]);
+
+      expect(statementFunctionsOf(fx.manager).callFor(statement)).toBeUndefined();
+      expect(await queryRow(fx.manager, statement, [100], { planOnce: true })).toEqual({ id: 100, code: 'seed' });
+      expect(warn).toHaveBeenCalledWith(expect.objectContaining({ err: expect.objectContaining({ message: expect.stringContaining('is not this statement') }) }));
+    } finally {
+      warn.mockRestore();
+      await queryRows(admin.manager, `DROP FUNCTION ${name}`);
+    }
+  });
+
   it('sends the statement as it is until its function is made: a transaction holding the only connection does not wait for one', async () => {
     const fx = await functionsSource(1);
     const statement = `SELECT code FROM fn_items WHERE id = $1 AND code IS NOT NULL`;
@@ -161,7 +205,7 @@ describe('queryRows through statement functions', () => {
     expect(await functionsOf('code IS NOT NULL')).toHaveLength(1);
   });
 
-  it('tries again to make a function that could not be made, a second later', async () => {
+  it('tries again to make a function that could not be made, a second later, then waiting twice as long each time', async () => {
     const fx = await functionsSource();
     const statement = `SELECT id FROM fn_later WHERE id = $1`;
     const functions = statementFunctionsOf(fx.manager);
@@ -183,8 +227,19 @@ describe('queryRows through statement functions', () => {
       await functions.settled();
       expect(await functionsOf('fn_later')).toEqual([]);
 
+      // The first failure waits a second, the next ones twice as long each time.
       const now = Date.now();
       jest.spyOn(Date, 'now').mockReturnValue(now + 1_001);
+      await queryRows(admin.manager, 'ALTER TABLE fn_later RENAME TO fn_later_away');
+      await made(fx, statement, [1]);
+      expect(warn).toHaveBeenCalledTimes(2);
+      expect(warn).toHaveBeenLastCalledWith(expect.objectContaining({ retryInMs: 2_000 }));
+      await queryRows(admin.manager, 'ALTER TABLE fn_later_away RENAME TO fn_later');
+      jest.spyOn(Date, 'now').mockReturnValue(now + 2_500);
+      await made(fx, statement, [1]);
+      expect(warn).toHaveBeenCalledTimes(2);
+      expect(await functionsOf('fn_later')).toEqual([]);
+      jest.spyOn(Date, 'now').mockReturnValue(now + 3_100);
       await made(fx, statement, [1]);
       expect(await functionsOf('fn_later')).toHaveLength(1);
       expect(functions.callFor(statement)).toMatch(/^SELECT r1 AS "id" FROM "public"\.stmt_[0-9a-f]{32}\(\$1\)$/);

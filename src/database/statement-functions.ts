@@ -2,8 +2,21 @@ import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { Connection, Pool, PoolClient, Submittable } from 'pg';
 
-/** How long after failing to make a statement's function the next run of the statement tries again. */
+/**
+ * After a statement's function could not be made, the next try waits this
+ * long, doubled at each failure up to RETRY_AFTER_MAX_MS: an outage is
+ * waited out, and a function that can never be made (no CREATE privilege)
+ * costs a try and a warning every few minutes, not at every run.
+ */
 const RETRY_AFTER_MS = 1_000;
+const RETRY_AFTER_MAX_MS = 300_000;
+/** A making that takes longer (a lock waited on, a connection gone silent) is given up, its connection closed. */
+const MAKE_TIMEOUT_MS = 30_000;
+/**
+ * Bumped whenever what a function is made of changes (the template below):
+ * a function made by an older template is then never taken for a new one.
+ */
+const TEMPLATE_VERSION = 1;
 
 /**
  * Plan-once statements (see StatementOptions in ./sql.ts) kept as
@@ -16,8 +29,9 @@ const RETRY_AFTER_MS = 1_000;
  * unnamed, and planning a function call is cheap.
  *
  * The function is made from the statement as the code builds it, after its
- * first use in this process (see callFor): Postgres describes the statement (its parameters'
- * and its columns' types, as for any prepared statement), and
+ * first use in this process (see callFor): Postgres describes the statement
+ * (its parameters' and its columns' types, as for any prepared statement),
+ * and
  *
  *   CREATE FUNCTION stmt_<hash>(<parameter types>)
  *     RETURNS TABLE (r1 <type>, r2 <type>, …) LANGUAGE plpgsql AS
@@ -30,12 +44,15 @@ const RETRY_AFTER_MS = 1_000;
  * which wants the declared types exactly, while a description gives a
  * domain column as its base type.
  *
- * The name is a hash of the statement's text and of the types Postgres gave
- * it: a function, once made, never changes. A new statement text (a new
- * release) or a migration that retypes a column it touches makes a new
- * function beside the old one, so processes of two releases run side by
- * side; an old release's functions stay behind (see docs/scaling.md). Making
- * one needs the CREATE privilege on the schema the tables are in.
+ * The name is a hash of the whole definition (the statement's text, the
+ * types Postgres gave it, the template): a function, once made, never
+ * changes, and one of that name is used only if it is the expected one. A
+ * new statement text (a new release) or a migration that retypes a column
+ * it touches makes a new function beside the old one, so processes of two
+ * releases run side by side; an old release's functions stay behind (see
+ * docs/scaling.md). Making one needs the CREATE privilege on the schema the
+ * tables are in. A statement whose columns a function cannot return as
+ * they are (none, a row type, `record`) is sent as it is.
  */
 export class StatementFunctions {
   private readonly logger = new Logger(StatementFunctions.name);
@@ -43,8 +60,8 @@ export class StatementFunctions {
   private readonly calls = new Map<string, string | null>();
   /** Statements whose function is being made, or waits its turn. */
   private readonly making = new Set<string>();
-  /** When a statement whose function could not be made may try again (during an outage, not at every run). */
-  private readonly retryAt = new Map<string, number>();
+  /** Statements whose function could not be made: how many times, and when the next try may be. */
+  private readonly failed = new Map<string, { failures: number; retryAt: number }>();
   /** Functions are made one at a time: a process holds at most one connection for it. */
   private queue: Promise<void> = Promise.resolve();
 
@@ -65,25 +82,26 @@ export class StatementFunctions {
   callFor(text: string): string | undefined {
     const call = this.calls.get(text);
     if (call !== undefined) return call ?? undefined;
-    if (
-      !this.making.has(text) &&
-      (this.retryAt.get(text) ?? 0) <= Date.now() &&
-      this.calls.size + this.making.size < this.limit
-    ) {
+    if (this.making.has(text)) return undefined;
+    const failed = this.failed.get(text);
+    const mayTry = failed === undefined ? this.calls.size + this.making.size + this.failed.size < this.limit : failed.retryAt <= Date.now();
+    if (mayTry) {
       this.making.add(text);
       this.queue = this.queue.then(() => this.make(text));
     }
     return undefined;
   }
 
-  /** Makes `text`'s function; after a failure, logged, a run of the statement a second later tries again. */
+  /** Makes `text`'s function; after a failure, logged, a later run of the statement tries again (see RETRY_AFTER_MS). */
   private async make(text: string): Promise<void> {
     try {
       this.calls.set(text, (await this.callMade(text)) ?? null);
-      this.retryAt.delete(text);
+      this.failed.delete(text);
     } catch (error) {
-      this.retryAt.set(text, Date.now() + RETRY_AFTER_MS);
-      this.logger.warn({ msg: 'statement function not made: the statement is sent as it is', err: error, statement: text });
+      const failures = (this.failed.get(text)?.failures ?? 0) + 1;
+      const waitMs = Math.min(RETRY_AFTER_MS * 2 ** (failures - 1), RETRY_AFTER_MAX_MS);
+      this.failed.set(text, { failures, retryAt: Date.now() + waitMs });
+      this.logger.warn({ msg: 'statement function not made: the statement is sent as it is', err: error, statement: text, retryInMs: waitMs });
     } finally {
       this.making.delete(text);
     }
@@ -91,7 +109,18 @@ export class StatementFunctions {
 
   private async callMade(text: string): Promise<string | undefined> {
     const client = await this.pool.connect();
-    let broken: Error | undefined;
+    // Held, the connection is no longer the pool's to watch: an error it
+    // emits meanwhile (a dropped socket) fails the making, not the process.
+    client.on('error', ignoreHeldConnectionError);
+    let released = false;
+    const release = (broken?: Error) => {
+      if (released) return;
+      released = true;
+      client.off('error', ignoreHeldConnectionError);
+      client.release(broken);
+    };
+    // Closing the connection fails whatever it was waiting for.
+    const timeout = setTimeout(() => release(new Error(`statement function not made within ${MAKE_TIMEOUT_MS} ms`)), MAKE_TIMEOUT_MS);
     try {
       const describe = new Describe(text);
       void client.query(describe);
@@ -99,6 +128,7 @@ export class StatementFunctions {
       if (shape.columns === undefined || shape.columns.length === 0) return undefined;
       for (;;) {
         const source = await functionSource(client, text, shape);
+        if (source === undefined) return undefined;
         try {
           if (source.create !== undefined) await client.query(source.create);
           return source.call;
@@ -109,10 +139,11 @@ export class StatementFunctions {
         }
       }
     } catch (error) {
-      if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
+      release((error as { severity?: unknown }).severity === 'ERROR' ? undefined : (error as Error));
       throw error;
     } finally {
-      client.release(broken);
+      clearTimeout(timeout);
+      release();
     }
   }
 
@@ -135,36 +166,31 @@ export interface StatementShape {
 
 /**
  * The function's DDL and its call, or only the call when the function
- * exists already (made by another process, or before a restart).
+ * exists already (made by another process, or before a restart); undefined
+ * for a statement a function cannot return the columns of as they are: a
+ * composite column (one output of a row type returns that row's columns)
+ * or a pseudo-type (`record`).
  */
-async function functionSource(client: PoolClient, text: string, shape: StatementShape): Promise<{ create?: string; call: string }> {
+async function functionSource(
+  client: PoolClient,
+  text: string,
+  shape: StatementShape,
+): Promise<{ create?: string; call: string } | undefined> {
   const columns = shape.columns ?? [];
-  const { rows } = await client.query<{ parameters: string[]; columns: string[]; schema: string }>(
+  const { rows } = await client.query<{ parameters: string[]; columns: string[]; kinds: string[]; schema: string }>(
     `SELECT ARRAY(SELECT format_type(t, NULL) FROM unnest($1::oid[]) WITH ORDINALITY AS p(t, i) ORDER BY i) AS parameters,
             ARRAY(SELECT format_type(t, NULLIF(m, -1)) FROM unnest($2::oid[], $3::int[]) WITH ORDINALITY AS c(t, m, i) ORDER BY i) AS columns,
+            ARRAY(SELECT typtype::text FROM unnest($2::oid[]) WITH ORDINALITY AS c(t, i) JOIN pg_type ON pg_type.oid = t ORDER BY i) AS kinds,
             current_schema() AS schema`,
     [shape.parameterTypes, columns.map((column) => column.typeId), columns.map((column) => column.typeModifier)],
   );
   const [types] = rows;
+  if (types.kinds.some((kind) => kind === 'c' || kind === 'p')) return undefined;
   const outputs = columns.map((column, i) => ({ variable: `r${i + 1}`, column: column.name, type: types.columns[i] }));
-  const name = `stmt_${createHash('sha256')
-    .update(JSON.stringify([text, types.parameters, outputs]))
-    .digest('hex')
-    .slice(0, 32)}`;
-  const qualified = `${quoteIdentifier(types.schema)}.${name}`;
   const variables = outputs.map((output) => output.variable).join(', ');
-  const arguments_ = types.parameters.map((_, i) => `$${i + 1}`).join(', ');
-  const call = `SELECT ${outputs.map((output) => `${output.variable} AS ${quoteIdentifier(output.column)}`).join(', ')} FROM ${qualified}(${arguments_})`;
-  const { rowCount } = await client.query(
-    'SELECT 1 FROM pg_proc WHERE proname = $1 AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = $2)',
-    [name, types.schema],
-  );
-  if (rowCount === 1) return { call };
-  const quote = `$${name}$`;
-  if (text.includes(quote)) throw new Error(`the statement contains its function's quote ${quote}`);
-  const create = `CREATE FUNCTION ${qualified}(${types.parameters.join(', ')})
-  RETURNS TABLE (${outputs.map((output) => `${output.variable} ${output.type}`).join(', ')})
-  LANGUAGE plpgsql AS ${quote}
+  const signature = `(${types.parameters.join(', ')})
+  RETURNS TABLE (${outputs.map((output) => `${output.variable} ${output.type}`).join(', ')})`;
+  const body = `
 #variable_conflict use_column
 BEGIN
   FOR ${variables} IN
@@ -173,9 +199,32 @@ ${text}
     RETURN NEXT;
   END LOOP;
 END
-${quote}`;
-  return { create, call };
+`;
+  const name = `stmt_${createHash('sha256')
+    .update(JSON.stringify([TEMPLATE_VERSION, signature, body]))
+    .digest('hex')
+    .slice(0, 32)}`;
+  const qualified = `${quoteIdentifier(types.schema)}.${name}`;
+  const arguments_ = types.parameters.map((_, i) => `$${i + 1}`).join(', ');
+  const call = `SELECT ${outputs.map((output) => `${output.variable} AS ${quoteIdentifier(output.column)}`).join(', ')} FROM ${qualified}(${arguments_})`;
+  const existing = await client.query<{ source: string; ours: boolean }>(
+    `SELECT prosrc AS source, proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AS ours
+       FROM pg_proc WHERE proname = $1 AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = $2)`,
+    [name, types.schema],
+  );
+  if (existing.rows.length > 0) {
+    // A function of that name is used only if it is this one, made by this role.
+    const [found] = existing.rows;
+    if (existing.rows.length > 1 || found.source !== body || !found.ours) throw new Error(`${qualified} exists and is not this statement's function`);
+    return { call };
+  }
+  const quote = `$${name}$`;
+  if (text.includes(quote)) throw new Error(`the statement contains its function's quote ${quote}`);
+  return { create: `CREATE FUNCTION ${qualified}${signature}\n  LANGUAGE plpgsql AS ${quote}${body}${quote}`, call };
 }
+
+/** An error the held connection emits fails what it runs, and is answered from there. */
+function ignoreHeldConnectionError(): void {}
 
 /** 42723 duplicate_function, or the catalog's unique index when two sessions create it at once. */
 function isDuplicateFunction(error: unknown): boolean {
