@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type EntityManager, QueryFailedError } from 'typeorm';
 import { DATABASE_POOL_DEFAULTS } from '../config/app-config';
 import { eventually } from '../../test/support/eventually';
@@ -109,6 +110,14 @@ describe('queryRows and prepared statements', () => {
     // The pool hands out the connection released last first: one connection served all three.
     const prepared = (await preparedOn(db.dataSource.manager)).map((row) => row.statement);
     expect(prepared.filter((statement) => statement === probe)).toHaveLength(1);
+  });
+
+  it('names a statement by its text alone, so that a name means one text in every process', async () => {
+    for (const text of [probe, 'SELECT $1::int + 3 AS n']) {
+      await queryRow(db.dataSource.manager, text, [1], { planOnce: true });
+      const rows = await queryRows<{ name: string }>(db.dataSource.manager, 'SELECT name FROM pg_prepared_statements WHERE statement = $1', [text]);
+      expect(rows).toEqual([{ name: `s_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` }]);
+    }
   });
 
   it('sends any other statement unnamed, so that it is planned for its values at every run', async () => {

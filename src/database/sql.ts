@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
@@ -146,11 +147,20 @@ function preparedStatementsOf(db: EntityManager): PreparedStatements {
   return options?.extra?.preparedStatements ?? 'off';
 }
 
-/** The name `text` is prepared under. */
+/**
+ * The name `text` is prepared under: a hash of the text, so that a name
+ * means one text in every process. Numbered by first use, `s3` would be one
+ * statement here and another in the next process; behind a
+ * transaction-pooling bouncer that was told to carry named statements (see
+ * DATABASE_PREPARED_STATEMENTS), a server connection holding another
+ * process's `s3` would run that statement with this one's values. By text,
+ * it runs this very statement or fails (`prepared statement … does not
+ * exist`).
+ */
 function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
   if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
-    name = `s${statementNames.size}`;
+    name = `s_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
     statementNames.set(text, name);
   }
   return name;
