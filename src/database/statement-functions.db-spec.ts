@@ -3,7 +3,10 @@ import { type DataSource, QueryFailedError } from 'typeorm';
 import { DATABASE_POOL_DEFAULTS } from '../config/app-config';
 import { TEST_DATABASE_URL, assertTestDatabase } from '../../test/support/test-env';
 import { createDataSource } from './data-source';
+import type { Pool } from 'pg';
+import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 import { isUniqueViolation, queryRow, queryRows, statementFunctionsOf } from './sql';
+import { StatementFunctions } from './statement-functions';
 
 /**
  * DATABASE_PREPARED_STATEMENTS=functions: a statement that may be planned
@@ -191,6 +194,34 @@ describe('queryRows through statement functions', () => {
     } finally {
       warn.mockRestore();
       await queryRows(admin.manager, `DROP FUNCTION ${name}`);
+    }
+  });
+
+  it('gives up a making that waits too long (here on a lock), and makes the function at a later try', async () => {
+    const fx = await functionsSource();
+    const functions = new StatementFunctions((fx.driver as PostgresDriver).master as Pool, 10, 300);
+    const statement = `SELECT id FROM fn_items WHERE id = $1 AND code <> ''`;
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const holder = admin.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query('LOCK TABLE fn_items IN ACCESS EXCLUSIVE MODE');
+      expect(functions.callFor(statement)).toBeUndefined();
+      await functions.settled();
+      expect(warn).toHaveBeenCalledWith(
+        expect.objectContaining({ err: expect.objectContaining({ message: 'statement function not made within 300 ms' }) }),
+      );
+      await holder.rollbackTransaction();
+
+      jest.spyOn(Date, 'now').mockReturnValue(Date.now() + 1_001);
+      expect(functions.callFor(statement)).toBeUndefined();
+      await functions.settled();
+      expect(functions.callFor(statement)).toMatch(/^SELECT r1 AS "id" FROM "public"\.stmt_/);
+    } finally {
+      jest.restoreAllMocks();
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
     }
   });
 

@@ -69,6 +69,7 @@ export class StatementFunctions {
   constructor(
     private readonly pool: Pool,
     private readonly limit: number,
+    private readonly makeTimeoutMs = MAKE_TIMEOUT_MS,
   ) {}
 
   /**
@@ -119,8 +120,12 @@ export class StatementFunctions {
       client.off('error', ignoreHeldConnectionError);
       client.release(broken);
     };
-    // Closing the connection fails whatever it was waiting for.
-    const timeout = setTimeout(() => release(new Error(`statement function not made within ${MAKE_TIMEOUT_MS} ms`)), MAKE_TIMEOUT_MS);
+    // Closing the connection fails whatever it was waiting for; the failure is then told as this.
+    let timedOut: Error | undefined;
+    const timeout = setTimeout(() => {
+      timedOut = new Error(`statement function not made within ${this.makeTimeoutMs} ms`);
+      release(timedOut);
+    }, this.makeTimeoutMs);
     try {
       const describe = new Describe(text);
       void client.query(describe);
@@ -140,7 +145,7 @@ export class StatementFunctions {
       }
     } catch (error) {
       release((error as { severity?: unknown }).severity === 'ERROR' ? undefined : (error as Error));
-      throw error;
+      throw timedOut ?? error;
     } finally {
       clearTimeout(timeout);
       release();
