@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { type DataSource, QueryFailedError } from 'typeorm';
 import { DATABASE_POOL_DEFAULTS } from '../config/app-config';
+import { eventually } from '../../test/support/eventually';
 import { TEST_DATABASE_URL, assertTestDatabase } from '../../test/support/test-env';
 import { createDataSource } from './data-source';
 import type { Pool } from 'pg';
@@ -104,15 +105,48 @@ describe('queryRows through statement functions', () => {
     expect(await queryRow(fx.manager, insert, [6, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 6 });
   });
 
-  it('makes one function when several processes first run the statement at once', async () => {
+  it('makes one function when several processes first run the statement at once, and every one of them calls it', async () => {
     const statement = `SELECT id, code FROM fn_items WHERE id = $1`;
     const sources = await Promise.all([functionsSource(), functionsSource(), functionsSource()]);
 
     await Promise.all(sources.map((source) => made(source, statement, [100])));
 
     expect((await functionsOf('fn_items WHERE id = $1')).length).toBe(1);
+    for (const source of sources) expect(statementFunctionsOf(source.manager).callFor(statement)).toMatch(/ FROM "public"\.stmt_/);
     const rows = await Promise.all(sources.map((source) => queryRow(source.manager, statement, [100], { planOnce: true })));
     expect(rows).toEqual(Array(3).fill({ id: 100, code: 'seed' }));
+  });
+
+  it('uses the function another process made while it was making the same one (its CREATE a duplicate)', async () => {
+    const statement = `SELECT id FROM fn_items WHERE id = $1 AND code IS DISTINCT FROM ''`;
+    await made(await functionsSource(), statement, [100]);
+    const [name] = await functionsOf('IS DISTINCT FROM');
+    const [{ definition }] = await queryRows<{ definition: string }>(admin.manager, `SELECT pg_get_functiondef('${name}'::regproc) AS definition`);
+    await queryRows(admin.manager, `DROP FUNCTION ${name}`);
+    // Another process's CREATE, not yet committed: this one's check finds no function, and its CREATE waits on it.
+    const other = admin.createQueryRunner();
+    await other.connect();
+    try {
+      await other.startTransaction();
+      await other.query(definition);
+      const fx = await functionsSource();
+      const making = made(fx, statement, [100]);
+      await eventually(
+        async () =>
+          (
+            await queryRows(admin.manager, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE FUNCTION %${name}%'`)
+          ).length > 0 || undefined,
+        { what: 'the second CREATE to wait on the first' },
+      );
+      await other.commitTransaction();
+      await making;
+
+      expect(statementFunctionsOf(fx.manager).callFor(statement)).toMatch(new RegExp(`FROM "public"\\.${name}\\(`));
+      expect(await functionsOf('IS DISTINCT FROM')).toEqual([name]);
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await other.release();
+    }
   });
 
   it('fails as the statement fails: the same SQLSTATE and constraint, under the statement’s own text', async () => {
