@@ -31,6 +31,7 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const known = asApiError(exception);
     const answered = known && this.withMethods(known, request);
     if (response.headersSent) {
+      // Too late for an answer: the error is still logged (replyForError logs a server error), and the connection cut.
       replyForError(exception, answered, requestIdFor(request));
       response.destroy();
       return;
