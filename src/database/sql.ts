@@ -4,6 +4,7 @@ import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 import type { PreparedStatements } from '../config/app-config';
+import { endsSession, holdConnection } from './held-connection';
 import { StatementFunctions } from './statement-functions';
 
 /**
@@ -67,25 +68,15 @@ async function queryOnConnection<T>(db: EntityManager, query: QueryConfig, text:
 
 /** `text`: the statement as the caller wrote it, for its error (the query may run it through its function). */
 async function queryOnPool<T>(pool: Pool, query: QueryConfig, text: string): Promise<T[]> {
-  // Not pool.query: it discards the connection after any failed statement,
-  // a unique violation included. Here only a failure that ended the session
-  // does: a FATAL from the server (it is shutting down, or terminated this
-  // backend) or a dropped socket, anything but an ERROR of the statement.
-  const connection = await pool.connect();
+  const held = await holdConnection(pool);
   let broken: Error | undefined;
-  // While it is held, the pool no longer listens for its errors: one the
-  // server sends meanwhile (a shutdown's FATAL, a dropped socket) fails
-  // the statement, and must not end the process as an unhandled 'error'
-  // event. TypeORM listens the same way for a connection it holds.
-  connection.on('error', ignoreHeldConnectionError);
   try {
-    return (await connection.query(query)).rows as T[];
+    return (await held.connection.query(query)).rows as T[];
   } catch (error) {
-    if ((error as { severity?: unknown }).severity !== 'ERROR') broken = error as Error;
+    if (endsSession(error)) broken = error as Error;
     throw new QueryFailedError(text, query.values, error as Error);
   } finally {
-    connection.off('error', ignoreHeldConnectionError);
-    connection.release(broken);
+    held.release(broken);
   }
 }
 
@@ -98,8 +89,6 @@ function isDataSourceManager(db: EntityManager): boolean {
   return (db.connection as EntityManager['connection'] | undefined)?.manager === db;
 }
 
-/** The statement on the connection fails with the same error, and is answered from that. */
-function ignoreHeldConnectionError(): void {}
 
 function poolOf(db: EntityManager): Pool {
   return (db.connection.driver as PostgresDriver).master as Pool;

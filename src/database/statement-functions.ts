@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { Connection, Pool, PoolClient, Submittable } from 'pg';
+import { endsSession, holdConnection } from './held-connection';
 
 /**
  * After a statement's function could not be made, the next try waits this
@@ -109,22 +110,13 @@ export class StatementFunctions {
   }
 
   private async callMade(text: string): Promise<string | undefined> {
-    const client = await this.pool.connect();
-    // Held, the connection is no longer the pool's to watch: an error it
-    // emits meanwhile (a dropped socket) fails the making, not the process.
-    client.on('error', ignoreHeldConnectionError);
-    let released = false;
-    const release = (broken?: Error) => {
-      if (released) return;
-      released = true;
-      client.off('error', ignoreHeldConnectionError);
-      client.release(broken);
-    };
+    const held = await holdConnection(this.pool);
+    const client = held.connection;
     // Closing the connection fails whatever it was waiting for; the failure is then told as this.
     let timedOut: Error | undefined;
     const timeout = setTimeout(() => {
       timedOut = new Error(`statement function not made within ${this.makeTimeoutMs} ms`);
-      release(timedOut);
+      held.release(timedOut);
     }, this.makeTimeoutMs);
     try {
       const describe = new Describe(text);
@@ -144,11 +136,11 @@ export class StatementFunctions {
         }
       }
     } catch (error) {
-      release((error as { severity?: unknown }).severity === 'ERROR' ? undefined : (error as Error));
+      held.release(endsSession(error) ? (error as Error) : undefined);
       throw timedOut ?? error;
     } finally {
       clearTimeout(timeout);
-      release();
+      held.release();
     }
   }
 
@@ -227,9 +219,6 @@ END
   if (text.includes(quote)) throw new Error(`the statement contains its function's quote ${quote}`);
   return { create: `CREATE FUNCTION ${qualified}${signature}\n  LANGUAGE plpgsql AS ${quote}${body}${quote}`, call };
 }
-
-/** An error the held connection emits fails what it runs, and is answered from there. */
-function ignoreHeldConnectionError(): void {}
 
 /** 42723 duplicate_function, or the catalog's unique index when two sessions create it at once. */
 function isDuplicateFunction(error: unknown): boolean {
