@@ -27,22 +27,38 @@ export interface RefundRequest {
 @Injectable()
 export class RefundsRepository {
   /**
-   * Phase 1 of a refund, in one transaction, in the lock order every writer
-   * follows (key row, then the payment's row):
+   * Phase 1 of a refund: one statement in a transaction, in the lock order
+   * every writer follows (key row, then the payment's row):
    *
    *   1. the key's claim (claimedCte); undefined, with nothing written, when
    *      someone else holds the key;
-   *   2. the payment, locked: refused unless it is this client's and
-   *      succeeded, and unless the amount asked is at most what is left to
-   *      refund (its amount less its refunds not failed, amount_reserved);
-   *   3. the reservation (amount_reserved raised by the refund's amount) and
-   *      the pending refund, in one statement.
+   *   2. the payment, locked (`payment`), and what this refund takes of it:
+   *      the amount asked, or all that is left (its amount less its refunds
+   *      not failed, amount_reserved);
+   *   3. the reservation (amount_reserved raised by that much) if the payment
+   *      is this client's, succeeded and charged, and the amount is between
+   *      1 and what is left; and the pending refund, inserted only if the
+   *      reservation was made.
    *
-   * A refusal throws, so the transaction rolls back and the key's claim with
-   * it: nothing is written. Under the payment's lock, concurrent refunds of
-   * one payment queue, each sees what the ones before it reserved, and
-   * together they never reserve more than the payment; the schema's
-   * payments_refunds_check would refuse it anyway.
+   * A refusal (claimed, nothing inserted) throws, naming why from the locked
+   * payment, so the transaction rolls back and the key's claim with it:
+   * nothing is written. The lock is taken on the payment's newest version
+   * (FOR UPDATE waits for a concurrent refund of it, then reads what that
+   * one reserved), so concurrent refunds of one payment queue, each sees
+   * what the ones before it reserved, and together they never reserve more
+   * than the payment; the schema's payments_refunds_check would refuse it
+   * anyway.
+   *
+   * The reservation's new amount_reserved is the locked row's plus the
+   * refund, never the UPDATE's own row's. The UPDATE reads payments as the
+   * statement's snapshot saw them, which may be older than the row the lock
+   * waited for; Postgres builds the new row from that old one and checks the
+   * table's constraints on it before it finds the row changed and redoes it
+   * on the newest (READ COMMITTED's recheck). Mixed, the two would break
+   * payments_refunds_check whenever a failed refund gave its amount back
+   * while this statement waited for the lock (the old row's reservation plus
+   * a refund of what is left now), a 500 the chaos run found; from the locked
+   * row alone, the first candidate and the rechecked one are the same row.
    *
    * Anything but a payment id names no payment (and may hold what Postgres
    * text refuses): it is looked up as no id at all and refused as not found
@@ -50,55 +66,50 @@ export class RefundsRepository {
    * replay, a 409, a 422) first.
    */
   async insertPendingUnderClaim(db: EntityManager, refund: RefundRequest, claim: KeyClaim): Promise<Refund | undefined> {
-    const paymentId = PAYMENT_ID_PATTERN.test(refund.paymentId) ? refund.paymentId : null;
     return db.transaction(async (tx) => {
       const params = new Params();
       const id = params.add(refund.id);
       const client = params.add(refund.clientId);
-      const claimed = await queryRow<{ id: string }>(
+      const paymentId = params.add(PAYMENT_ID_PATTERN.test(refund.paymentId) ? refund.paymentId : null, 'text');
+      const asked = params.add(refund.amount ?? null, 'integer');
+      const row = await queryRow<ClaimedRefund>(
         tx,
-        `WITH ${claimedCte(params, claim, REFUNDS, { id, client })} SELECT id FROM claimed`,
+        `WITH ${claimedCte(params, claim, REFUNDS, { id, client })},
+         payment AS MATERIALIZED (
+           SELECT status, amount_reserved AS reserved, amount - amount_reserved AS "left", provider_charge_id, currency,
+                  COALESCE(${asked}, amount - amount_reserved) AS refunding
+             FROM payments
+            WHERE id = ${paymentId} AND client_id = ${client} AND EXISTS (SELECT 1 FROM claimed)
+              FOR UPDATE
+         ),
+         reserved AS (
+           UPDATE payments SET amount_reserved = payment.reserved + payment.refunding
+             FROM payment
+            WHERE payments.id = ${paymentId} AND payments.client_id = ${client}
+              AND payment.status = 'succeeded' AND payment.provider_charge_id IS NOT NULL
+              AND payment.refunding BETWEEN 1 AND payment."left"
+           RETURNING payment.refunding, payment.currency, payment.provider_charge_id
+         ),
+         inserted AS (
+           INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
+           SELECT ${id}, ${client}, ${paymentId}, refunding, currency, ${params.add(refund.reason, 'text')},
+                  ${params.add(JSON.stringify(refund.metadata), 'jsonb')}, ${params.add(refund.providerKey)}, provider_charge_id,
+                  ${params.add(currentTraceparent())}
+             FROM reserved
+           RETURNING ${REFUND}
+         )
+         SELECT EXISTS (SELECT 1 FROM claimed) AS "claimed", payment.status AS "paymentStatus", payment."left" AS "paymentLeft",
+                payment.provider_charge_id IS NOT NULL AS "paymentCharged", inserted.*
+           FROM (SELECT) AS one LEFT JOIN payment ON true LEFT JOIN inserted ON true`,
         params.values,
         { planOnce: true },
       );
+      const { claimed, paymentStatus, paymentLeft, paymentCharged, ...inserted } = row as ClaimedRefund;
       if (!claimed) return undefined;
-      const payment = await queryRow<Pick<Payment, 'status' | 'amount' | 'amountReserved' | 'currency' | 'providerChargeId'>>(
-        tx,
-        `SELECT status, amount, amount_reserved AS "amountReserved", currency, provider_charge_id AS "providerChargeId"
-           FROM payments WHERE id = $1::text AND client_id = $2
-            FOR UPDATE`,
-        [paymentId, refund.clientId],
-        { planOnce: true },
-      );
-      if (!payment) throw paymentNotFound(refund.paymentId);
-      if (payment.status !== 'succeeded' || payment.providerChargeId === null) throw paymentNotRefundable(refund.paymentId, payment.status);
-      const left = payment.amount - payment.amountReserved;
-      const amount = refund.amount ?? left;
-      if (amount < 1 || amount > left) throw amountTooLarge(left);
-      return queryRow<Refund>(
-        tx,
-        `WITH reserved AS (
-           UPDATE payments SET amount_reserved = amount_reserved + $4
-            WHERE id = $3 AND client_id = $2
-            RETURNING 1
-         )
-         INSERT INTO refunds (id, client_id, payment_id, amount, currency, reason, metadata, provider_key, provider_charge_id, trace_parent)
-         SELECT $1, $2, $3, $4, $5::text, $6::text, $7::jsonb, $8, $9, $10 FROM reserved
-         RETURNING ${REFUND}`,
-        [
-          refund.id,
-          refund.clientId,
-          refund.paymentId,
-          amount,
-          payment.currency,
-          refund.reason,
-          JSON.stringify(refund.metadata),
-          refund.providerKey,
-          payment.providerChargeId,
-          currentTraceparent(),
-        ],
-        { planOnce: true },
-      );
+      if (inserted.id !== null) return inserted as Refund;
+      if (paymentStatus === null) throw paymentNotFound(refund.paymentId);
+      if (paymentStatus !== 'succeeded' || !paymentCharged) throw paymentNotRefundable(refund.paymentId, paymentStatus);
+      throw amountTooLarge(paymentLeft as number);
     });
   }
 
@@ -133,6 +144,11 @@ export class RefundsRepository {
     return { refunds: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
   }
 }
+
+/** What phase 1 returns: whether the key was claimed, the locked payment (nulls: none), the refund (nulls: none inserted). */
+type ClaimedRefund = { claimed: boolean; paymentStatus: Payment['status'] | null; paymentLeft: number | null; paymentCharged: boolean | null } & {
+  [Column in keyof Refund]: Refund[Column] | null;
+};
 
 /** Names the id only when it is one: a client's arbitrary text is not echoed back. */
 function paymentNotFound(id: string): DomainError {

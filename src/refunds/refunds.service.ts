@@ -22,7 +22,8 @@ export interface CreateRefundCommand extends WriteCommand {
  * POST and GET /v1/refunds. A refund is the same idempotent write as a
  * payment (IdempotentWrites); its own part is phase 1, the key's claim, the
  * reservation of its amount under the payment's lock and the pending
- * refund, in one transaction (RefundsRepository.insertPendingUnderClaim).
+ * refund, in one statement of one transaction
+ * (RefundsRepository.insertPendingUnderClaim).
  */
 @Injectable()
 export class RefundsService {
