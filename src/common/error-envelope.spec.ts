@@ -1,5 +1,6 @@
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 import { errorReply, fromClientError, fromInfrastructureError, methodNotAllowed } from './error-envelope';
+import { RetryableQueryError } from './retryable-query-error';
 import { TransportErrorCode } from './transport-error';
 
 describe('fromInfrastructureError', () => {
@@ -21,6 +22,10 @@ describe('fromInfrastructureError', () => {
     ['a statement that outwaited its timeout', { message: 'canceling statement due to statement timeout', driverError: { code: '57014' } }],
     ['a statement in a transaction whose connection the server dropped', new QueryRunnerProviderAlreadyReleasedError()],
     ['the COMMIT of a transaction whose connection the server dropped', new QueryRunnerAlreadyReleasedError()],
+    [
+      'a transaction whose statement function was dropped under the process',
+      new RetryableQueryError('SELECT 1', [], Object.assign(new Error('function stmt_x() does not exist'), { code: '42883' })),
+    ],
   ])('answers 503 service_unavailable with Retry-After for %s', (_case, error) => {
     const transportError = fromInfrastructureError(error);
 

@@ -2,6 +2,7 @@ import { HttpException, HttpStatus } from '@nestjs/common';
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 import { DomainError, ErrorCode } from './domain-error';
 import type { HttpReply } from './http-reply';
+import { RetryableQueryError } from './retryable-query-error';
 import { TransportError, TransportErrorCode } from './transport-error';
 
 /** Every error a client can see, whichever layer raised it. */
@@ -189,7 +190,8 @@ export function fromInfrastructureError(error: unknown): TransportError | undefi
     // (a restart, a terminated backend); the transaction's next statement, or
     // its COMMIT, then fails with one of these instead of the socket error.
     error instanceof QueryRunnerProviderAlreadyReleasedError ||
-    error instanceof QueryRunnerAlreadyReleasedError
+    error instanceof QueryRunnerAlreadyReleasedError ||
+    error instanceof RetryableQueryError
   ) {
     return new TransportError(TransportErrorCode.ServiceUnavailable, 'The service is temporarily unavailable; retry later.', {
       retryAfterSeconds: 1,

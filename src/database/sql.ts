@@ -5,6 +5,7 @@ import type { EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 import type { PreparedStatements } from '../config/app-config';
 import { endsSession, holdConnection } from './held-connection';
+import { RetryableQueryError } from '../common/retryable-query-error';
 import { StatementFunctions } from './statement-functions';
 
 /**
@@ -40,10 +41,10 @@ export async function queryRows<T>(
       // docs/scaling.md): from now on the statement is sent as it is, and its
       // function made again. On the pool nothing else ran in the failed
       // statement's transaction, so it runs again at once; in a transaction,
-      // which the failure aborted, it fails.
+      // which the failure aborted, it fails, as one that may be sent again.
       statementFunctionsOf(db).forget(text);
       if (isDataSourceManager(db)) return queryOnPool<T>(poolOf(db), { text, values: params }, text);
-      throw error;
+      throw new RetryableQueryError(text, params, (error as QueryFailedError).driverError);
     }
   }
   // A stand-in of a test, with a `query` of its own. TypeORM's answers

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { type DataSource, QueryFailedError } from 'typeorm';
+import { RetryableQueryError } from '../common/retryable-query-error';
 import { DATABASE_POOL_DEFAULTS } from '../config/app-config';
 import { eventually } from '../../test/support/eventually';
 import { TEST_DATABASE_URL, assertTestDatabase } from '../../test/support/test-env';
@@ -86,13 +87,14 @@ describe('queryRows through statement functions', () => {
     expect(await functionsOf('fn_items')).toHaveLength(1);
 
     // The call runs the function: dropped (here renamed) under the process,
-    // it is not found. A transaction fails; on the pool the statement runs
-    // again as it is. Either way the function is made again.
+    // it is not found. A transaction fails, as one that may be sent again
+    // (answered 503); on the pool the statement runs again as it is. Either
+    // way the function is made again.
     const [name] = await functionsOf('fn_items');
     await queryRows(admin.manager, `ALTER FUNCTION ${name} RENAME TO ${name}_away`);
-    await expect(
-      fx.transaction((tx) => queryRows(tx, insert, [3, 'abc', null, null, null], { planOnce: true })),
-    ).rejects.toMatchObject({ driverError: { code: '42883' } });
+    const inTransaction = fx.transaction((tx) => queryRows(tx, insert, [3, 'abc', null, null, null], { planOnce: true }));
+    await expect(inTransaction).rejects.toBeInstanceOf(RetryableQueryError);
+    await expect(inTransaction).rejects.toMatchObject({ driverError: { code: '42883' } });
     expect(await queryRow(fx.manager, insert, [3, 'abc', null, null, null], { planOnce: true })).toMatchObject({ id: 3 });
     await statementFunctionsOf(fx.manager).settled();
     expect(await functionsOf('fn_items')).toEqual([name, `${name}_away`]);
