@@ -49,16 +49,21 @@ export class RefundsRepository {
    * than the payment; the schema's payments_refunds_check would refuse it
    * anyway.
    *
-   * The reservation's new amount_reserved is the locked row's plus the
-   * refund, never the UPDATE's own row's. The UPDATE reads payments as the
-   * statement's snapshot saw them, which may be older than the row the lock
-   * waited for; Postgres builds the new row from that old one and checks the
-   * table's constraints on it before it finds the row changed and redoes it
-   * on the newest (READ COMMITTED's recheck). Mixed, the two would break
-   * payments_refunds_check whenever a failed refund gave its amount back
-   * while this statement waited for the lock (the old row's reservation plus
-   * a refund of what is left now), a 500 the chaos run found; from the locked
-   * row alone, the first candidate and the rechecked one are the same row.
+   * The reservation writes, from the locked row, every column a check of
+   * payments reads with amount_reserved: amount_reserved (the locked row's
+   * plus the refund) and status (the locked row's, unchanged). The UPDATE
+   * reads payments as the statement's snapshot saw them, which may be older
+   * than the row the lock waited for; Postgres builds the new row from that
+   * old one, with this statement's assignments, and checks the table's
+   * constraints on it before it finds the row changed and redoes the update
+   * on the newest (READ COMMITTED's recheck). Taken from the old row, either
+   * column broke a check when the payment changed while this statement
+   * waited: a failed refund giving its amount back (the old reservation
+   * plus all that is left now: payments_refunds_check, a 500 the chaos run
+   * found), or the payment's own move to succeeded (a reservation on a row
+   * still pending: payments_refundable_check). The other columns the checks
+   * read hold for the old row as they do for the new (amount never changes,
+   * amount_refunded only rises, the resolution's pair is set together).
    *
    * Anything but a payment id names no payment (and may hold what Postgres
    * text refuses): it is looked up as no id at all and refused as not found
@@ -83,7 +88,7 @@ export class RefundsRepository {
               FOR UPDATE
          ),
          reserved AS (
-           UPDATE payments SET amount_reserved = payment.reserved + payment.refunding
+           UPDATE payments SET amount_reserved = payment.reserved + payment.refunding, status = payment.status
              FROM payment
             WHERE payments.id = ${paymentId} AND payments.client_id = ${client}
               AND payment.status = 'succeeded' AND payment.provider_charge_id IS NOT NULL
