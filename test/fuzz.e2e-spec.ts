@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { type FuzzSummary, runFuzz } from '../scripts/fuzz/engine';
+import { dropDatabase } from './support/scratch-database';
 import { TEST_DATABASE_URL, assertTestDatabase, testConfig, uniqueQueuePrefix } from './support/test-env';
 
 /** A new seed each run, in the test's name: a failure says which, and `npm run fuzz -- --seed S` replays it. */
@@ -50,3 +53,26 @@ describe('the fuzz suite (short)', () => {
     (MAX_SECONDS + 30) * 1_000,
   );
 });
+
+describe('npm run fuzz from a shell', () => {
+  // The run's own database on the suite's server (its name says "fuzz" and "test").
+  const database = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_fuzz`;
+
+  afterAll(() => dropDatabase(TEST_DATABASE_URL, database));
+
+  it('starts its worker with no SECRETS_KEY set: the run makes the key its production-mode processes need', async () => {
+    const fuzz = join(__dirname, '..', 'dist', 'scripts', 'fuzz.js');
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((settle) =>
+      execFile(
+        process.execPath,
+        [fuzz, '--runs', '40', '--worker', '--database', database, '--json'],
+        { timeout: 60_000, env: { ...process.env, SECRETS_KEY: undefined, DATABASE_URL: TEST_DATABASE_URL, REDIS_URL: testConfig().redisUrl } },
+        (error, out) => settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out }),
+      ),
+    );
+
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ requests: 40, server_errors: 0, ok: true });
+  }, 70_000);
+});
+

@@ -171,6 +171,9 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
     const webhookSecret = `whsec_${randomBytes(32).toString('base64')}`;
     const env = {
       NODE_ENV: 'production',
+      // Production refuses the development secrets key, and the worker
+      // cannot start without one: the caller's, or one of the run's own.
+      SECRETS_KEY: process.env.SECRETS_KEY ?? randomBytes(32).toString('base64'),
       LOG_LEVEL: 'error',
       CRASH_POINT: '',
       DATABASE_URL: options.databaseUrl,
