@@ -114,6 +114,7 @@ export class StatementFunctions {
     const client = held.connection;
     // Closing the connection fails whatever it was waiting for; the failure is then told as this.
     let timedOut: Error | undefined;
+    let broken: Error | undefined;
     const timeout = setTimeout(() => {
       timedOut = new Error(`statement function not made within ${this.makeTimeoutMs} ms`);
       held.release(timedOut);
@@ -136,11 +137,11 @@ export class StatementFunctions {
         }
       }
     } catch (error) {
-      held.release(endsSession(error) ? (error as Error) : undefined);
+      if (endsSession(error)) broken = error as Error;
       throw timedOut ?? error;
     } finally {
       clearTimeout(timeout);
-      held.release();
+      held.release(broken);
     }
   }
 
