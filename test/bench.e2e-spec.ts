@@ -1,5 +1,6 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { runScript } from './support/run-script';
 import { TEST_DATABASE_URL } from './support/test-env';
 
 const BENCH = join(__dirname, '..', 'dist', 'scripts', 'bench.js');
@@ -36,11 +37,7 @@ describe('npm run bench (tiny)', () => {
   jest.setTimeout(RUN_TIMEOUT_MS + 10_000);
 
   it('measures the API in every scenario', async () => {
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((settle) => {
-      execFile(process.execPath, [BENCH, ...ARGS], { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
-        settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out, stderr: err }),
-      );
-    });
+    const { code, stdout, stderr } = await runScript(BENCH, ARGS, { timeoutMs: RUN_TIMEOUT_MS });
     expect({ code, stderr: code === 0 ? '' : stderr || stdout }).toEqual({ code: 0, stderr: '' });
 
     const report = JSON.parse(stdout) as {

@@ -1,6 +1,6 @@
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { type FuzzSummary, runFuzz } from '../scripts/fuzz/engine';
+import { runScript } from './support/run-script';
 import { dropDatabase } from './support/scratch-database';
 import { TEST_DATABASE_URL, assertTestDatabase, testConfig, uniqueQueuePrefix } from './support/test-env';
 
@@ -62,14 +62,10 @@ describe('npm run fuzz from a shell', () => {
 
   it('starts its worker with no SECRETS_KEY set: the run makes the key its production-mode processes need', async () => {
     const fuzz = join(__dirname, '..', 'dist', 'scripts', 'fuzz.js');
-    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((settle) =>
-      execFile(
-        process.execPath,
-        [fuzz, '--runs', '40', '--worker', '--database', database, '--json'],
-        { timeout: 60_000, env: { ...process.env, SECRETS_KEY: undefined, DATABASE_URL: TEST_DATABASE_URL, REDIS_URL: testConfig().redisUrl } },
-        (error, out) => settle({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout: out }),
-      ),
-    );
+    const { code, stdout } = await runScript(fuzz, ['--runs', '40', '--worker', '--database', database, '--json'], {
+      timeoutMs: 60_000,
+      env: { ...process.env, SECRETS_KEY: undefined, DATABASE_URL: TEST_DATABASE_URL, REDIS_URL: testConfig().redisUrl },
+    });
 
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ requests: 40, server_errors: 0, ok: true });

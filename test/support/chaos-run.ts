@@ -1,7 +1,7 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type ScriptRun, runScript } from './run-script';
 
 /** Generous for a busy machine: a short run is bounded by its load, its faults and its drain. */
 const RUN_TIMEOUT_MS = 170_000;
@@ -32,21 +32,15 @@ export function shortChaosArgs(database: string, extra: string[] = []): string[]
  * SECRETS_KEY (the suite's own is left out), as `npm run chaos` is run by
  * anyone who tries it.
  */
-export function runChaos(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runChaos(args: string[]): Promise<ScriptRun> {
   const chaos = join(__dirname, '..', '..', 'dist', 'scripts', 'chaos.js');
   const outputDir = mkdtempSync(join(tmpdir(), 'chaos-spec-'));
-  return new Promise((settle) => {
-    execFile(
-      process.execPath,
-      [chaos, ...args, '--output-dir', outputDir],
-      { timeout: RUN_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, SECRETS_KEY: undefined } },
-      (error, out, err) => {
-        const code = error ? (typeof error.code === 'number' ? error.code : null) : 0;
-        if (code === 0) rmSync(outputDir, { recursive: true, force: true });
-        settle({ code, stdout: out, stderr: err });
-      },
-    );
+  const run = await runScript(chaos, [...args, '--output-dir', outputDir], {
+    timeoutMs: RUN_TIMEOUT_MS,
+    env: { ...process.env, SECRETS_KEY: undefined },
   });
+  if (run.code === 0) rmSync(outputDir, { recursive: true, force: true });
+  return run;
 }
 
 /**
