@@ -7,7 +7,7 @@ import { keepRawBody } from './raw-body';
 const BODY_LIMIT = '64kb';
 
 const JSON_TYPES = ['application/json'];
-/** Content-Type values whose verdict is kept: clients send a handful; a spray of others is judged every time. */
+/** Content-Type values whose verdict is kept: clients send a handful; once this many are kept, any other is judged every time. */
 const MAX_KEPT_VERDICTS = 64;
 
 /**
