@@ -366,7 +366,7 @@ async function main(): Promise<number> {
   // secrets key: without a SECRETS_KEY of the caller's, the run seals and
   // opens its merchants' endpoint secrets with a key of its own (its
   // database and its processes are its own; nothing else needs the key).
-  process.env.SECRETS_KEY ??= randomBytes(32).toString('base64');
+  process.env.SECRETS_KEY ??= SecretBox.newKey();
   const base = loadConfigOrExit();
   const library = await loadClientLibrary();
   const startedAt = Date.now();

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import type { EventResource } from '../src/merchant-events/event';
@@ -377,7 +377,7 @@ describe('webhook endpoints', () => {
       data: [{ id: client.webhook_endpoint, url: receiver.url('cli'), enabled_events: ['*'], status: 'enabled' }],
     });
 
-    const newKey = randomBytes(32).toString('base64');
+    const newKey = SecretBox.newKey();
     const rotation = { SECRETS_KEY: newKey, SECRETS_KEY_PREVIOUS: process.env.SECRETS_KEY! };
     const first = tool('operator/secrets-reencrypt.js', [], rotation);
     expect(first.status).toBe(0);

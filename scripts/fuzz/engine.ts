@@ -4,6 +4,7 @@ import type { DataSource } from 'typeorm';
 import { ClientsRepository } from '../../src/clients/clients.repository';
 import { ClientsService } from '../../src/clients/clients.service';
 import { createDataSource } from '../../src/database/data-source';
+import { SecretBox } from '../../src/common/secret-box';
 import { parseIdempotencyKey } from '../../src/idempotency/idempotency-key';
 import { dropWorkerQueues } from '../../test/support/worker-queues';
 import { type ApiProcess, type ProviderProcess, type WorkerProcess, startApiProcess, startProvider, startWorkerProcess } from '../../test/support/processes';
@@ -173,7 +174,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzSummary> {
       NODE_ENV: 'production',
       // Production refuses the development secrets key, and the worker
       // cannot start without one: the caller's, or one of the run's own.
-      SECRETS_KEY: process.env.SECRETS_KEY ?? randomBytes(32).toString('base64'),
+      SECRETS_KEY: process.env.SECRETS_KEY ?? SecretBox.newKey(),
       LOG_LEVEL: 'error',
       CRASH_POINT: '',
       DATABASE_URL: options.databaseUrl,

@@ -1,9 +1,16 @@
-import { randomBytes } from 'node:crypto';
 import { SecretBox } from './secret-box';
 
-const key = () => randomBytes(32).toString('base64');
+const key = () => SecretBox.newKey();
 
 describe('SecretBox', () => {
+  it('makes a new key of 32 bytes (AES-256) in base64, another each time', () => {
+    const [one, other] = [SecretBox.newKey(), SecretBox.newKey()];
+
+    expect(Buffer.from(one, 'base64')).toHaveLength(32);
+    expect(Buffer.from(one, 'base64').toString('base64')).toBe(one);
+    expect(other).not.toBe(one);
+  });
+
   const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
   it('seals to a value that holds nothing of the secret, and opens it again', () => {

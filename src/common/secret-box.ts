@@ -16,6 +16,11 @@ const SEALED = /^v1\.([0-9a-f]{8})\.([A-Za-z0-9_-]+)$/;
  * `secrets:reencrypt` seals everything again under the new one.
  */
 export class SecretBox {
+  /** A new key, as SECRETS_KEY takes it: 32 random bytes (AES-256) in base64. */
+  static newKey(): string {
+    return randomBytes(32).toString('base64');
+  }
+
   private readonly current?: { id: string; key: Buffer };
   private readonly keys = new Map<string, Buffer>();
 

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { ErrorCode } from '../common/domain-error';
 import { SecretBox } from '../common/secret-box';
@@ -12,7 +11,7 @@ describe('WebhookEndpointsRepository on Postgres', () => {
   const db = useLedgerFixtures();
   const endpoints = new WebhookEndpointsRepository();
   const deliveries = new WebhookDeliveriesRepository();
-  const box = new SecretBox({ key: randomBytes(32).toString('base64') });
+  const box = new SecretBox({ key: SecretBox.newKey() });
   let given: LedgerFixtures;
 
   beforeEach(() => {
