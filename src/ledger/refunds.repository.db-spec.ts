@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { eventually } from '../../test/support/eventually';
-import { LedgerFixtures, useLedgerFixtures } from '../../test/support/ledger-fixtures';
+import { useLedgerFixtures } from '../../test/support/ledger-fixtures';
 import { loadConfig } from '../config/app-config';
 import type { Refund } from './refunds.table';
 import { decisionOf } from './ledger.service';
@@ -16,12 +16,6 @@ import { PAYMENTS, REFUNDS } from './operations';
  */
 describe('RefundsRepository on Postgres', () => {
   const db = useLedgerFixtures();
-  let given: LedgerFixtures;
-  let clientId: string;
-
-  beforeEach(() => {
-    ({ given, clientId } = db);
-  });
 
   /**
    * Runs `write` in a transaction left open, starts `refund` (which must
@@ -58,37 +52,37 @@ describe('RefundsRepository on Postgres', () => {
   // Postgres rechecked it on the newest row: a 500 for the client.
 
   it('reserves all that is left once the lock is free: a failed refund’s amount given back meanwhile included', async () => {
-    const { payment } = await given.succeeded(clientId);
-    const first = await given.claimedRefund(payment, 300);
+    const { payment } = await db.given.succeeded(db.clientId);
+    const first = await db.given.claimedRefund(payment, 300);
     const failed: FinalOutcome = { status: 'failed', providerId: 'rf_1', failureCode: 'refund_declined', failureMessage: 'no' };
 
     const refund = await refundWaitingFor(
       async (tx) => {
         const decision = decisionOf(REFUNDS, first.refund, failed, loadConfig({}));
-        expect(await given.rows.recordOutcomeUnderLease(tx, REFUNDS, first.lease, first.refund, decision)).toMatchObject({ kind: 'recorded' });
+        expect(await db.given.rows.recordOutcomeUnderLease(tx, REFUNDS, first.lease, first.refund, decision)).toMatchObject({ kind: 'recorded' });
       },
-      () => given.claimedRefund(payment),
+      () => db.given.claimedRefund(payment),
     );
 
     // Old row: 300 reserved; locked row: 500 left (payments_refunds_check).
     expect(refund).toMatchObject({ amount: 500, status: 'pending' });
-    expect(await given.paymentById(payment.id)).toMatchObject({ amountReserved: 500, amountRefunded: 0 });
+    expect(await db.given.paymentById(payment.id)).toMatchObject({ amountReserved: 500, amountRefunded: 0 });
   });
 
   it('refunds a payment that succeeded while the refund waited for its row', async () => {
-    const { lease, payment } = await given.claimed(clientId);
+    const { lease, payment } = await db.given.claimed(db.clientId);
     const succeeded: FinalOutcome = { status: 'succeeded', providerId: 'ch_1' };
 
     const refund = await refundWaitingFor(
       async (tx) => {
         const decision = decisionOf(PAYMENTS, payment, succeeded, loadConfig({}));
-        expect(await given.rows.recordOutcomeUnderLease(tx, PAYMENTS, lease, payment, decision)).toMatchObject({ kind: 'recorded' });
+        expect(await db.given.rows.recordOutcomeUnderLease(tx, PAYMENTS, lease, payment, decision)).toMatchObject({ kind: 'recorded' });
       },
-      () => given.claimedRefund(payment, 200),
+      () => db.given.claimedRefund(payment, 200),
     );
 
     // Old row: pending; locked row: succeeded (payments_refundable_check).
     expect(refund).toMatchObject({ amount: 200, status: 'pending', providerChargeId: 'ch_1' });
-    expect(await given.paymentById(payment.id)).toMatchObject({ status: 'succeeded', amountReserved: 200, amountRefunded: 0 });
+    expect(await db.given.paymentById(payment.id)).toMatchObject({ status: 'succeeded', amountReserved: 200, amountRefunded: 0 });
   });
 });
