@@ -71,4 +71,3 @@ describe('npm run fuzz from a shell', () => {
     expect(JSON.parse(stdout)).toMatchObject({ requests: 40, server_errors: 0, ok: true });
   }, 70_000);
 });
-

@@ -24,7 +24,7 @@ export function jsonBodyChecker(): (request: IncomingMessage) => boolean {
     if (value === undefined) return false;
     let verdict = verdicts.get(value);
     if (verdict === undefined) {
-      verdict = typeis.is(value, JSON_TYPES) !== false;
+      verdict = Boolean(typeis.is(value, JSON_TYPES));
       if (verdicts.size < MAX_KEPT_VERDICTS) verdicts.set(value, verdict);
     }
     return verdict;

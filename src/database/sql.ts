@@ -3,9 +3,9 @@ import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import type { EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
+import { RetryableQueryError } from '../common/retryable-query-error';
 import type { PreparedStatements } from '../config/app-config';
 import { endsSession, holdConnection } from './held-connection';
-import { RetryableQueryError } from '../common/retryable-query-error';
 import { StatementFunctions } from './statement-functions';
 
 /**
